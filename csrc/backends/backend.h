@@ -1,0 +1,154 @@
+// The backend interface: the narrow set of questions the core asks of a device API.
+//
+// A backend provides devices, heaps (raw device memory the core sub-allocates), queues that
+// execute recorded command buffers asynchronously, and timeline events. It never calls the
+// core and holds no policy: pooling, limits, commit modes, RNG offsets and trace records all
+// live in the core. The shapes follow what Vulkan and Metal offer directly:
+//   Heap          - VkDeviceMemory (+ one VkBuffer over it) / MTLHeap (+ a placed MTLBuffer) / mmap
+//   Queue         - VkQueue / MTLCommandQueue / a worker thread
+//   CommandBuffer - VkCommandBuffer / MTLCommandBuffer / a vector of closures
+//   TimelineEvent - timeline VkSemaphore / MTLSharedEvent / an atomic counter + futex
+// A command buffer is recorded, then committed, and completes asynchronously; completion is
+// reported through a callback that carries the device start and end times.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpsrt::backend {
+
+/// What the core needs to know of a device.
+struct DeviceInfo {
+  std::string name;
+  uint64_t total_memory = 0;
+  uint64_t recommended_max_memory = 0;
+  uint64_t max_buffer_size = 0;
+  bool unified_memory = false;
+  double timestamp_period_ns = 1.0;  ///< device timestamp ticks to nanoseconds
+  std::string details;               ///< driver / kernel facts for reports, e.g. "kernels=avx512"
+};
+
+/// A contiguous range of device memory obtained from the driver. The core places buffers
+/// inside it at offsets. Destroying the object returns the memory to the driver.
+class Heap {
+ public:
+  virtual ~Heap() = default;
+  /// Size in bytes, as obtained from the driver (already rounded by the backend).
+  virtual size_t size() const noexcept = 0;
+  /// Host address of byte 0 when the heap is host-visible, else nullptr.
+  virtual void* host_ptr() const noexcept = 0;
+};
+
+/// A byte position inside a heap.
+struct BufferRef {
+  Heap* heap = nullptr;
+  size_t offset = 0;
+};
+
+/// The timeline event: a 64-bit value that only increases. Signalled and waited on by the
+/// device (inside command buffers) and by the host.
+class TimelineEvent {
+ public:
+  virtual ~TimelineEvent() = default;
+  /// Host signal: sets the value (values never decrease; a lower value is ignored).
+  virtual void signal(uint64_t value) = 0;
+  /// Host wait until value() >= target. timeout_ns < 0 waits forever. Returns false on timeout.
+  virtual bool wait(uint64_t target, int64_t timeout_ns) = 0;
+  /// The current value.
+  virtual uint64_t value() const = 0;
+};
+
+/// What a completed command buffer reports. Times are in the backend's device clock,
+/// converted to nanoseconds; 0 when the backend cannot tell.
+struct Completion {
+  std::string error;  ///< empty when every command ran
+  uint64_t device_start_ns = 0;
+  uint64_t device_end_ns = 0;
+};
+using CompletionFn = std::function<void(const Completion&)>;
+
+/// A recording of commands. Commands execute in the order encoded. Not thread-safe: the core
+/// serialises encoding per stream.
+class CommandBuffer {
+ public:
+  virtual ~CommandBuffer() = default;
+  /// Fills nbytes at dst with a repeating pattern of pattern_size bytes (1, 2, 4 or 8), the
+  /// pattern's byte 0 at dst. `pattern` holds the bytes in little-endian order.
+  virtual void fill(BufferRef dst, size_t nbytes, uint64_t pattern, unsigned pattern_size) = 0;
+  /// Copies nbytes from src to dst; the ranges may overlap.
+  virtual void copy(BufferRef src, BufferRef dst, size_t nbytes) = 0;
+  /// Runs fn on a runtime thread after every earlier command of this command buffer is done
+  /// and before any later one starts. An exception from fn fails the command buffer.
+  virtual void host_callback(std::function<void()> fn) = 0;
+  /// Sets the event to value once every earlier command is done.
+  virtual void signal(TimelineEvent& event, uint64_t value) = 0;
+  /// Later commands start only once the event's value reaches value.
+  virtual void wait(TimelineEvent& event, uint64_t value) = 0;
+  /// Writes the device time (ns) at which execution reaches this point into *out; the value
+  /// is valid once the command buffer has completed. `out` must outlive the command buffer.
+  virtual void timestamp(uint64_t* out) = 0;
+  /// Number of commands encoded.
+  virtual size_t size() const noexcept = 0;
+};
+
+/// An in-order queue of command buffers.
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  virtual std::unique_ptr<CommandBuffer> create_command_buffer() = 0;
+  /// Hands a recorded command buffer to the device. Returns at once; on_complete runs on a
+  /// runtime thread once every command has executed (or one failed), in commit order.
+  virtual void commit(std::unique_ptr<CommandBuffer> cb, CompletionFn on_complete) = 0;
+};
+
+/// One device of a backend.
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const noexcept = 0;
+  /// A new heap of at least nbytes (the backend may round up). Returns nullptr when the
+  /// driver refuses (out of memory); throws mpsrt::Error for other failures.
+  virtual std::unique_ptr<Heap> create_heap(size_t nbytes) = 0;
+  /// Bytes currently held from the driver / OS for this device's heaps, exactly.
+  virtual uint64_t driver_allocated_bytes() const noexcept = 0;
+  /// A new queue. priority: 0 normal, < 0 low, > 0 high (a hint).
+  virtual std::unique_ptr<Queue> create_queue(int priority) = 0;
+  virtual std::unique_ptr<TimelineEvent> create_event() = 0;
+};
+
+/// Settings the core passes down (the backend reads no environment itself).
+struct BackendConfig {
+  int cpu_devices = 1;           ///< cpu: number of virtual devices
+  int64_t cpu_spin_ns = 50000;   ///< cpu: how long a waiting thread spins before it parks
+  std::string cpu_isa = "auto";  ///< cpu: "auto", "avx512", "avx2" or "scalar"
+};
+
+/// A device API. One static instance per backend; open devices are owned by the core.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const noexcept = 0;
+  /// Applies settings; called by the core before any device is opened. Throws
+  /// std::invalid_argument for a setting this machine cannot honour.
+  virtual void configure(const BackendConfig& config) { (void)config; }
+  /// True when the backend was compiled in.
+  virtual bool is_built() const noexcept = 0;
+  /// True when it works on this machine (a driver and at least one device). Never throws.
+  virtual bool is_available() noexcept = 0;
+  /// Why it is unavailable, for error messages ("" when available).
+  virtual std::string unavailable_reason() = 0;
+  virtual int device_count() = 0;
+  virtual std::unique_ptr<Device> open_device(int index) = 0;
+};
+
+/// Every backend, best first: metal, vulkan, cpu. Unbuilt ones report is_built() == false.
+const std::vector<Backend*>& all_backends();
+Backend& cpu_backend();
+Backend& vulkan_backend();
+Backend& metal_backend();
+
+}  // namespace mpsrt::backend

@@ -1,0 +1,45 @@
+// Fill and copy kernels of the cpu backend, one table per instruction set, chosen at run time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mpsrt::cpu {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+/// Kernel entry points. `nt` asks for non-temporal stores (large buffers that would only
+/// evict the cache); the scalar table ignores it.
+struct Kernels {
+  Isa isa;
+  /// Writes n bytes at dst; byte i is byte (i % 8) of the little-endian `pattern8` (a 1-, 2-,
+  /// 4- or 8-byte pattern replicated to 8 bytes).
+  void (*fill)(void* dst, size_t n, uint64_t pattern8, bool nt);
+  /// Copies n bytes; the ranges must not overlap.
+  void (*copy)(void* dst, const void* src, size_t n, bool nt);
+};
+
+const char* isa_name(Isa isa) noexcept;
+/// True when this build has the table and this CPU can run it.
+bool isa_supported(Isa isa) noexcept;
+/// The best table this CPU supports.
+Isa best_isa() noexcept;
+/// The table for isa; isa must be supported.
+const Kernels& kernels_for(Isa isa) noexcept;
+
+/// True when all 8 bytes of a replicated pattern are equal (a memset).
+inline bool is_byte_pattern(uint64_t p8) noexcept {
+  return p8 == (p8 & 0xff) * 0x0101010101010101ULL;
+}
+
+/// Replicates a 1-, 2-, 4- or 8-byte pattern to 8 bytes.
+uint64_t replicate_pattern(uint64_t pattern, unsigned pattern_size) noexcept;
+
+// Per-ISA tables (defined in kernels_<isa>.cpp).
+extern const Kernels kScalarKernels;
+#if defined(MPSRT_HAVE_X86_KERNELS)
+extern const Kernels kAvx2Kernels;
+extern const Kernels kAvx512Kernels;
+#endif
+
+}  // namespace mpsrt::cpu

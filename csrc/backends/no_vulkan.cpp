@@ -1,0 +1,9 @@
+// Built when the Vulkan backend is not: reports itself unavailable.
+#include "backends/unbuilt.h"
+
+namespace mpsrt::backend {
+Backend& vulkan_backend() {
+  static UnbuiltBackend b("vulkan", "Vulkan");
+  return b;
+}
+}  // namespace mpsrt::backend

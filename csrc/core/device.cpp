@@ -1,0 +1,96 @@
+// The public device, stream and options API (mpsrt/device.h, stream.h, options.h).
+#include <string>
+#include <vector>
+
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/device.h"
+#include "mpsrt/error.h"
+#include "mpsrt/options.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt {
+
+using detail::Runtime;
+
+bool is_available() {
+  return Runtime::get().device_count() > 0;
+}
+
+std::string backend_name() {
+  return Runtime::get().backend().name();
+}
+
+std::vector<std::string> built_backends() {
+  std::vector<std::string> out;
+  for (backend::Backend* b : backend::all_backends()) {
+    if (b->is_built()) out.emplace_back(b->name());
+  }
+  return out;
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  for (backend::Backend* b : backend::all_backends()) {
+    if (b->is_built() && b->is_available()) out.emplace_back(b->name());
+  }
+  return out;
+}
+
+int device_count() {
+  return Runtime::get().device_count();
+}
+
+int current_device() {
+  // Validate lazily: a thread's slot may predate a runtime reset.
+  return Runtime::get().resolve(-1);
+}
+
+int set_device(int index) {
+  Runtime& rt = Runtime::get();
+  const int checked = rt.check(index);
+  int& slot = detail::current_device_slot();
+  const int previous = slot;
+  slot = checked;
+  return previous;
+}
+
+DeviceProperties get_device_properties(int index) {
+  Runtime& rt = Runtime::get();
+  return rt.device(index).properties(rt.backend().name());
+}
+
+void synchronize(int index) {
+  Runtime::get().device(index).synchronize();
+}
+
+uint64_t driver_allocated_memory(int index) {
+  return Runtime::get().device(index).backend_device().driver_allocated_bytes();
+}
+
+std::vector<OptionInfo> options() {
+  return detail::describe_options(Runtime::get().options());
+}
+
+// ---------------------------------------------------------------- Stream
+int Stream::device() const noexcept {
+  return impl_->device_index();
+}
+int64_t Stream::id() const noexcept {
+  return impl_->id();
+}
+void Stream::commit(SyncType type) {
+  impl_->commit(type);
+}
+void Stream::synchronize() {
+  impl_->synchronize();
+}
+bool Stream::query() {
+  return impl_->query();
+}
+
+Stream default_stream(int device) {
+  return Stream(&Runtime::get().device(device).default_stream());
+}
+
+}  // namespace mpsrt

@@ -1,0 +1,39 @@
+// The runtime's options: one table of environment variables, read once, validated.
+// Debug and profiling variables never change results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mpsrt/options.h"
+
+namespace mpsrt::detail {
+
+struct Options {
+  std::string backend;                // "" = the best available one
+  double high_watermark_ratio = 1.7;  // hard limit = ratio x recommended_max_memory; 0 = none
+  double low_watermark_ratio = 1.4;   // garbage collection starts here
+  uint32_t debug_allocator = 0;       // log categories (bitmask)
+  int cpu_devices = 1;
+  uint32_t trace_signposts = 0;
+  uint32_t log_profile_info = 0;
+  int64_t cpu_spin_us = 50;
+  std::string cpu_isa = "auto";
+};
+
+/// Reads a variable's value; nullptr when unset.
+using EnvLookup = std::function<const char*(const char* name)>;
+
+/// Parses every option from `env`. A bad value throws std::invalid_argument whose message
+/// names the variable, the value and what is expected.
+Options parse_options(const EnvLookup& env);
+
+/// The table in human form, for mpsrt::options() and the README.
+std::vector<OptionInfo> describe_options(const Options& o);
+
+/// Lookup in the process environment.
+const char* process_env(const char* name);
+
+}  // namespace mpsrt::detail

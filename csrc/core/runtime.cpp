@@ -1,0 +1,168 @@
+#include "core/runtime.h"
+
+#include <map>
+#include <string>
+
+#include "core/stream.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt::detail {
+
+std::atomic<Runtime*> Runtime::instance_{nullptr};
+
+namespace {
+std::mutex& init_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+// Environment overlay installed by Runtime::reset (tests); empty optional means process env.
+std::unique_ptr<std::map<std::string, std::string>>& env_override() {
+  static std::unique_ptr<std::map<std::string, std::string>> m;
+  return m;
+}
+
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+
+backend::Backend& choose_backend(const Options& o) {
+  std::vector<std::string> built;
+  for (backend::Backend* b : backend::all_backends()) {
+    if (b->is_built()) built.push_back(b->name());
+  }
+  if (o.backend.empty()) {
+    for (backend::Backend* b : backend::all_backends()) {
+      if (b->is_built() && b->is_available()) return *b;
+    }
+    throw_error("[runtime] no backend of this build works on this machine (built: " +
+                join_names(built) + ")");
+  }
+  for (backend::Backend* b : backend::all_backends()) {
+    if (o.backend != b->name()) continue;
+    if (!b->is_built()) {
+      throw_invalid("[runtime] MPSRT_BACKEND=" + o.backend + ": " + b->unavailable_reason() +
+                    "; built backends: " + join_names(built));
+    }
+    if (!b->is_available()) {
+      throw_error("[runtime] MPSRT_BACKEND=" + o.backend + " cannot start: " +
+                  b->unavailable_reason() + "; unset MPSRT_BACKEND to use the best available one");
+    }
+    return *b;
+  }
+  throw_invalid("[runtime] MPSRT_BACKEND=" + o.backend +
+                " is not a backend; built backends: " + join_names(built));
+}
+}  // namespace
+
+DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev)
+    : index_(index), dev_(std::move(dev)) {
+  default_stream_ = std::make_unique<StreamImpl>(*this, 0, 0);
+}
+
+DeviceContext::~DeviceContext() = default;
+
+DeviceProperties DeviceContext::properties(const char* backend_name) const {
+  const backend::DeviceInfo& i = dev_->info();
+  DeviceProperties p;
+  p.index = index_;
+  p.name = i.name;
+  p.backend = backend_name;
+  p.total_memory = i.total_memory;
+  p.recommended_max_memory = i.recommended_max_memory;
+  p.max_buffer_size = i.max_buffer_size;
+  p.unified_memory = i.unified_memory;
+  p.timestamp_period_ns = i.timestamp_period_ns;
+  p.details = i.details;
+  return p;
+}
+
+void DeviceContext::synchronize() {
+  default_stream_->synchronize();
+}
+
+Runtime::Runtime(Options options) : options_(std::move(options)) {
+  backend_ = &choose_backend(options_);
+  backend::BackendConfig cfg;
+  cfg.cpu_devices = options_.cpu_devices;
+  cfg.cpu_spin_ns = options_.cpu_spin_us * 1000;
+  cfg.cpu_isa = options_.cpu_isa;
+  backend_->configure(cfg);
+  device_count_ = backend_->device_count();
+  devices_.reset(new std::atomic<DeviceContext*>[static_cast<size_t>(device_count_)]);
+  for (int i = 0; i < device_count_; ++i) devices_[static_cast<size_t>(i)].store(nullptr);
+}
+
+Runtime::~Runtime() {
+  for (int i = 0; i < device_count_; ++i) {
+    DeviceContext* d = devices_[static_cast<size_t>(i)].exchange(nullptr);
+    delete d;  // waits for the device's work
+  }
+}
+
+Runtime& Runtime::init_slow() {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  Runtime* r = instance_.load(std::memory_order_acquire);
+  if (r != nullptr) return *r;
+  const auto& overlay = env_override();
+  Options o = overlay ? parse_options([&](const char* name) -> const char* {
+    auto it = overlay->find(name);
+    return it == overlay->end() ? nullptr : it->second.c_str();
+  })
+                      : parse_options(process_env);
+  // The runtime is deliberately never destroyed at exit: worker threads may still be running
+  // callbacks while static destructors run. reset() is the only teardown.
+  r = new Runtime(std::move(o));
+  instance_.store(r, std::memory_order_release);
+  return *r;
+}
+
+void Runtime::reset(const EnvLookup* env) {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  Runtime* r = instance_.exchange(nullptr, std::memory_order_acq_rel);
+  delete r;
+  current_device_slot() = 0;
+  if (env == nullptr) {
+    env_override().reset();
+    return;
+  }
+  // Snapshot the variables the option table reads.
+  auto m = std::make_unique<std::map<std::string, std::string>>();
+  for (const OptionInfo& info : describe_options(Options{})) {
+    for (const std::string& name : {info.name, info.alias}) {
+      if (name.empty()) continue;
+      if (const char* v = (*env)(name.c_str())) (*m)[name] = v;
+    }
+  }
+  env_override() = std::move(m);
+}
+
+void Runtime::bad_index(int index) const {
+  throw_invalid("[device] invalid device index " + std::to_string(index) +
+                ": expected 0 <= index < " + std::to_string(device_count_) +
+                " (the device count of backend " + backend_->name() + ")");
+}
+
+DeviceContext& Runtime::open_device(int index) {
+  std::lock_guard<std::mutex> lock(open_mu_);
+  auto& slot = devices_[static_cast<size_t>(index)];
+  DeviceContext* d = slot.load(std::memory_order_acquire);
+  if (d == nullptr) {
+    d = new DeviceContext(index, backend_->open_device(index));
+    slot.store(d, std::memory_order_release);
+  }
+  return *d;
+}
+
+std::vector<DeviceContext*> Runtime::open_devices() const {
+  std::vector<DeviceContext*> out;
+  for (int i = 0; i < device_count_; ++i) {
+    if (DeviceContext* d = devices_[static_cast<size_t>(i)].load(std::memory_order_acquire)) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+}  // namespace mpsrt::detail

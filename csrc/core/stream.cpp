@@ -1,0 +1,104 @@
+#include "core/stream.h"
+
+#include "core/runtime.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt::detail {
+
+StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority) : device_(device), id_(id) {
+  queue_ = device_.backend_device().create_queue(priority);
+  completed_ = device_.backend_device().create_event();
+}
+
+StreamImpl::~StreamImpl() {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_ && open_->size() > 0) commit_locked();
+    seq = committed_;
+  }
+  completed_->wait(seq, -1);
+  queue_.reset();  // joins the queue's worker, if any
+}
+
+int StreamImpl::device_index() const noexcept {
+  return device_.index();
+}
+
+uint64_t StreamImpl::commit_locked() {
+  std::unique_ptr<backend::CommandBuffer> cb =
+      open_ ? std::move(open_) : queue_->create_command_buffer();
+  const uint64_t seq = ++committed_;
+  // Cost: the lambda's two words fit std::function's inline storage (no allocation).
+  queue_->commit(std::move(cb), [this, seq](const backend::Completion& c) {
+    if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
+    completed_->signal(seq);
+  });
+  return seq;
+}
+
+void StreamImpl::apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock) {
+  switch (sync) {
+    case SyncType::None:
+      return;
+    case SyncType::Commit:
+    case SyncType::CommitAndContinue:
+    case SyncType::CommitAdaptive:
+      commit_locked();
+      return;
+    case SyncType::CommitAndWait: {
+      const uint64_t seq = commit_locked();
+      lock.unlock();
+      wait_for(seq);
+      return;
+    }
+  }
+}
+
+void StreamImpl::commit(SyncType sync) {
+  std::unique_lock<std::mutex> lock(mu_);
+  apply_locked(sync, lock);
+}
+
+void StreamImpl::synchronize() {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_ && open_->size() > 0) commit_locked();
+    seq = committed_;
+  }
+  wait_for(seq);
+}
+
+bool StreamImpl::query() {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_ && open_->size() > 0) return false;
+    seq = committed_;
+  }
+  return completed_->value() >= seq;
+}
+
+void StreamImpl::wait_for(uint64_t seq) {
+  completed_->wait(seq, -1);
+  rethrow_error();
+}
+
+void StreamImpl::record_error(const std::string& what) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (error_.empty()) error_ = what;
+}
+
+void StreamImpl::rethrow_error() {
+  std::string e;
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (MPSRT_LIKELY(error_.empty())) return;
+    e.swap(error_);
+  }
+  throw_error("[stream] a command on device " + std::to_string(device_.index()) + " stream " +
+              std::to_string(id_) + " failed: " + e + "; the stream stays usable");
+}
+
+}  // namespace mpsrt::detail

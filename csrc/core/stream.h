@@ -1,0 +1,64 @@
+// A stream: an in-order queue of work on one device. Encoded commands are batched into one
+// open command buffer, which is committed according to a SyncType.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/backend.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt::detail {
+
+class DeviceContext;
+
+class StreamImpl {
+ public:
+  StreamImpl(DeviceContext& device, int64_t id, int priority);
+  ~StreamImpl();
+  StreamImpl(const StreamImpl&) = delete;
+  StreamImpl& operator=(const StreamImpl&) = delete;
+
+  int device_index() const noexcept;
+  int64_t id() const noexcept { return id_; }
+
+  /// Encodes into the open command buffer (opening one if needed) under the stream's lock,
+  /// then applies `sync`. f receives a backend::CommandBuffer&.
+  template <class F>
+  void encode(F&& f, SyncType sync = SyncType::None) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!open_) open_ = queue_->create_command_buffer();
+    f(*open_);
+    apply_locked(sync, lock);
+  }
+
+  void commit(SyncType sync);
+  /// Commits what is open and waits for everything committed; rethrows a command failure.
+  void synchronize();
+  /// True when every command encoded so far has completed.
+  bool query();
+
+ private:
+  // Commits the open command buffer (an empty one when none is open).
+  uint64_t commit_locked();
+  void apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock);
+  void wait_for(uint64_t seq);
+  void record_error(const std::string& what);
+  void rethrow_error();
+
+  DeviceContext& device_;
+  int64_t id_;
+  std::unique_ptr<backend::Queue> queue_;
+  // Host-signalled from each completion callback with the command buffer's sequence number,
+  // after any error is recorded: a waiter that wakes always sees the error.
+  std::unique_ptr<backend::TimelineEvent> completed_;
+  std::mutex mu_;
+  std::unique_ptr<backend::CommandBuffer> open_;
+  uint64_t committed_ = 0;  // sequence number of the last commit; guarded by mu_
+  std::mutex error_mu_;
+  std::string error_;
+};
+
+}  // namespace mpsrt::detail

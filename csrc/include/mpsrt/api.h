@@ -1,0 +1,25 @@
+// mpsrt public API: export macro, branch hints, version.
+#pragma once
+
+#if defined(_WIN32)
+#define MPSRT_API
+#else
+#define MPSRT_API __attribute__((visibility("default")))
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MPSRT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MPSRT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MPSRT_COLD __attribute__((cold, noinline))
+#else
+#define MPSRT_LIKELY(x) (x)
+#define MPSRT_UNLIKELY(x) (x)
+#define MPSRT_COLD
+#endif
+
+namespace mpsrt {
+
+/// The library version, "MAJOR.MINOR.PATCH" (the project() version in CMakeLists.txt).
+MPSRT_API const char* version() noexcept;
+
+}  // namespace mpsrt

@@ -1,0 +1,8 @@
+// Umbrella header for C++ embedders: #include <mpsrt/mpsrt.h> and link mpsrt::mpsrt.
+#pragma once
+
+#include "mpsrt/api.h"
+#include "mpsrt/device.h"
+#include "mpsrt/error.h"
+#include "mpsrt/options.h"
+#include "mpsrt/stream.h"

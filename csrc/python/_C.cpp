@@ -1,0 +1,17 @@
+// The extension module mpsrt._C. Errors map as DESIGN.md says: std::invalid_argument ->
+// ValueError (nanobind's default), mpsrt::OutOfMemory -> mpsrt.OutOfMemoryError (a
+// RuntimeError), everything else -> RuntimeError.
+#include "python/bindings.h"
+
+#include "mpsrt/api.h"
+#include "mpsrt/error.h"
+
+NB_MODULE(_C, m) {
+  namespace nb = nanobind;
+  m.doc() = "mpsrt native core (nanobind). Use the mpsrt package, not this module.";
+  m.attr("__version__") = mpsrt::version();
+  nb::exception<mpsrt::OutOfMemory>(m, "OutOfMemoryError", PyExc_RuntimeError);
+  mpsrt::python::init_device(m);
+  nb::module_ bench = m.def_submodule("_bench", "Measurement hooks for `python -m bench`.");
+  mpsrt::python::init_bench(bench);
+}

@@ -1,0 +1,125 @@
+// Measurement hooks for `python -m bench`: C baselines (memset, memcpy) and raw device memory
+// driven through the default stream, so that the Python side times both the same way.
+// These reach into the core (raw heaps have no public API); they are not part of the API.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/error.h"
+#include "mpsrt/stream.h"
+#include "python/bindings.h"
+
+namespace mpsrt::python {
+
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A heap of raw device memory, freed after the device's work is done.
+class RawHeap {
+ public:
+  RawHeap(size_t nbytes, int device) {
+    detail::DeviceContext& d = detail::Runtime::get().device(device);
+    device_ = d.index();
+    heap_ = d.backend_device().create_heap(nbytes);
+    if (!heap_) detail::throw_oom("[bench] could not map " + std::to_string(nbytes) + " bytes");
+    nbytes_ = nbytes;
+  }
+  ~RawHeap() {
+    try {
+      detail::Runtime::get().device(device_).synchronize();
+    } catch (...) {  // a failed command already reported; the memory must still go back
+    }
+  }
+  size_t nbytes() const { return nbytes_; }
+  uint8_t* host() const {
+    auto* p = static_cast<uint8_t*>(heap_->host_ptr());
+    if (p == nullptr) detail::throw_error("[bench] heap is not host-visible");
+    return p;
+  }
+  void fill(uint64_t value, unsigned pattern_size) {
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
+      detail::throw_invalid("[bench] pattern_size must be 1, 2, 4 or 8");
+    }
+    stream().encode([&](backend::CommandBuffer& cb) {
+      cb.fill({heap_.get(), 0}, nbytes_ / pattern_size * pattern_size, value, pattern_size);
+    });
+  }
+  void copy_from(const RawHeap& src) {
+    check_same_size(src);
+    stream().encode([&](backend::CommandBuffer& cb) {
+      cb.copy({src.heap_.get(), 0}, {heap_.get(), 0}, nbytes_);
+    });
+  }
+  void c_memset(int value) { std::memset(host(), value, nbytes_); }
+  void c_memcpy_from(const RawHeap& src) {
+    check_same_size(src);
+    std::memcpy(host(), src.host(), nbytes_);
+  }
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> numpy(nb::handle owner) {
+    size_t shape[1] = {nbytes_};
+    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(host(), 1, shape, owner);
+  }
+
+ private:
+  void check_same_size(const RawHeap& src) const {
+    if (src.nbytes_ != nbytes_) detail::throw_invalid("[bench] heaps differ in size");
+  }
+  detail::StreamImpl& stream() { return detail::Runtime::get().device(device_).default_stream(); }
+  std::unique_ptr<backend::Heap> heap_;
+  size_t nbytes_ = 0;
+  int device_ = 0;
+};
+
+}  // namespace
+
+void init_bench(nb::module_& m) {
+  using nb::gil_scoped_release;
+  m.def(
+      "noop", [] {}, "Does nothing: the cost of a nanobind call.");
+  m.def(
+      "commit_wait_ns",
+      [](int iters, int idle_us, int device) {
+        Stream s = default_stream(device);
+        std::vector<int64_t> out;
+        out.reserve(static_cast<size_t>(iters));
+        for (int i = 0; i < iters; ++i) {
+          if (idle_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+          const int64_t t0 = steady_ns();
+          s.commit(SyncType::CommitAndWait);
+          out.push_back(steady_ns() - t0);
+        }
+        return out;
+      },
+      nb::arg("iters"), nb::arg("idle_us") = 0, nb::arg("device") = -1,
+      nb::call_guard<gil_scoped_release>(),
+      "Times `iters` commits of an empty command buffer, each waited for, in ns. idle_us > 0 "
+      "sleeps before each one, so the queue's worker has parked.");
+  nb::class_<RawHeap>(m, "RawHeap", "Raw device memory on the default stream (bench only).")
+      .def(nb::init<size_t, int>(), nb::arg("nbytes"), nb::arg("device") = -1)
+      .def_prop_ro("nbytes", &RawHeap::nbytes)
+      .def("fill", &RawHeap::fill, nb::arg("value"), nb::arg("pattern_size") = 1,
+           "Encodes a fill on the default stream (does not wait).")
+      .def("copy_from", &RawHeap::copy_from, nb::arg("src"),
+           "Encodes a copy on the default stream (does not wait).")
+      .def("c_memset", &RawHeap::c_memset, nb::arg("value"), nb::call_guard<gil_scoped_release>(),
+           "memset on the calling thread (the C baseline).")
+      .def("c_memcpy_from", &RawHeap::c_memcpy_from, nb::arg("src"),
+           nb::call_guard<gil_scoped_release>(), "memcpy on the calling thread (the C baseline).")
+      .def(
+          "numpy", [](nb::handle self) { return nb::cast<RawHeap&>(self).numpy(self); },
+          "A uint8 view of the memory (valid while this object lives).");
+}
+
+}  // namespace mpsrt::python

@@ -1,0 +1,90 @@
+// Bindings: devices, backends, synchronize, options.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/runtime.h"
+#include "mpsrt/device.h"
+#include "mpsrt/options.h"
+#include "python/bindings.h"
+
+namespace mpsrt::python {
+
+namespace {
+std::string props_repr(const DeviceProperties& p) {
+  return "DeviceProperties(index=" + std::to_string(p.index) + ", name='" + p.name +
+         "', backend='" + p.backend + "', total_memory=" + std::to_string(p.total_memory >> 20) +
+         "MB, recommended_max_memory=" + std::to_string(p.recommended_max_memory >> 20) +
+         "MB, max_buffer_size=" + std::to_string(p.max_buffer_size >> 20) +
+         "MB, unified_memory=" + (p.unified_memory ? "True" : "False") + ", details='" + p.details +
+         "')";
+}
+}  // namespace
+
+void init_device(nb::module_& m) {
+  using nb::gil_scoped_release;
+  nb::class_<DeviceProperties>(m, "DeviceProperties", "What a device is and offers (bytes).")
+      .def_ro("index", &DeviceProperties::index)
+      .def_ro("name", &DeviceProperties::name)
+      .def_ro("backend", &DeviceProperties::backend)
+      .def_ro("total_memory", &DeviceProperties::total_memory)
+      .def_ro("recommended_max_memory", &DeviceProperties::recommended_max_memory)
+      .def_ro("max_buffer_size", &DeviceProperties::max_buffer_size)
+      .def_ro("unified_memory", &DeviceProperties::unified_memory)
+      .def_ro("timestamp_period_ns", &DeviceProperties::timestamp_period_ns)
+      .def_ro("details", &DeviceProperties::details)
+      .def("__repr__", &props_repr);
+
+  m.def("is_available", &is_available, "True when the active backend has a device.");
+  m.def("backend", &backend_name, "The active backend: 'cpu', 'vulkan' or 'metal'.");
+  m.def("built_backends", &built_backends, "Backends compiled into this build.");
+  m.def("available_backends", &available_backends,
+        "Backends compiled into this build that work on this machine, best first.");
+  m.def("device_count", &device_count, "Number of devices of the active backend.");
+  m.def("current_device", &current_device, "The calling thread's current device index.");
+  m.def("set_device", &set_device, nb::arg("index"),
+        "Sets the calling thread's current device; returns the previous one.");
+  m.def("get_device_properties", &get_device_properties, nb::arg("index") = -1);
+  m.def("synchronize", &synchronize, nb::arg("index") = -1, nb::call_guard<gil_scoped_release>(),
+        "Waits for all work on every stream of the device (-1: current device).");
+  m.def("driver_allocated_memory", &driver_allocated_memory, nb::arg("index") = -1,
+        "Bytes held from the driver / OS for the device's heaps.");
+  m.def(
+      "options",
+      [] {
+        std::vector<std::map<std::string, std::string>> out;
+        for (const OptionInfo& o : options()) {
+          out.push_back({{"name", o.name},
+                         {"alias", o.alias},
+                         {"value", o.value},
+                         {"default", o.default_value},
+                         {"help", o.help}});
+        }
+        return out;
+      },
+      "Every MPSRT_* environment variable with its value in force.");
+  m.def(
+      "_reset_runtime",
+      [](std::optional<std::map<std::string, std::string>> env) {
+        if (!env) {
+          detail::Runtime::reset(nullptr);
+          return;
+        }
+        const std::map<std::string, std::string> vars = std::move(*env);
+        const detail::EnvLookup lookup = [&vars](const char* name) -> const char* {
+          auto it = vars.find(name);
+          return it == vars.end() ? nullptr : it->second.c_str();
+        };
+        detail::Runtime::reset(&lookup);
+      },
+      nb::arg("env").none() = nb::none(), nb::call_guard<gil_scoped_release>(),
+      "Tears the runtime down so the next call re-initialises it with `env` as the environment "
+      "(None: the process environment). For tests: objects of the old runtime must be gone.");
+}
+
+}  // namespace mpsrt::python

@@ -1,0 +1,91 @@
+"""mpsrt: a standalone GPU runtime with the torch.mps Python API.
+
+Backends: ``cpu`` (host memory and worker threads), ``vulkan`` and ``metal``. The backend is
+chosen once per process, from ``MPSRT_BACKEND`` or the best one built and available.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _C
+from ._C import DeviceProperties, OutOfMemoryError
+from ._utils import DeviceLike, device_index
+
+__version__: str = _C.__version__
+
+# Calls that take no argument need no checks: they are the native functions themselves, so
+# they cost one nanobind call.
+is_available = _C.is_available
+backend = _C.backend
+available_backends = _C.available_backends
+device_count = _C.device_count
+current_device = _C.current_device
+
+
+def set_device(device: DeviceLike) -> None:
+    """Sets the calling thread's current device (an index or a device string)."""
+    _C.set_device(device_index(device, optional=False, caller="set_device"))
+
+
+class device:
+    """Context manager that makes `device` current and restores the previous one on exit.
+
+    ``device(None)`` changes nothing.
+    """
+
+    def __init__(self, device: DeviceLike) -> None:
+        self.idx = -1 if device is None else device_index(device, caller="device")
+        self.prev_idx = -1
+
+    def __enter__(self) -> device:
+        if self.idx != -1:
+            self.prev_idx = _C.set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.idx != -1:
+            _C.set_device(self.prev_idx)
+
+
+def get_device_properties(device: DeviceLike = None) -> DeviceProperties:
+    """Name, backend, total_memory, recommended_max_memory, unified_memory, max_buffer_size."""
+    return _C.get_device_properties(device_index(device, caller="get_device_properties"))
+
+
+def get_device_name(device: DeviceLike = None) -> str:
+    return get_device_properties(device).name
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    """Waits for all work on every stream of the device (default: the current device)."""
+    _C.synchronize(device_index(device, caller="synchronize"))
+
+
+def driver_allocated_memory() -> int:
+    """Bytes the backend holds from the driver / OS for the current device."""
+    return _C.driver_allocated_memory(_C.current_device())
+
+
+def options() -> list[dict[str, str]]:
+    """Every MPSRT_* environment variable: name, alias, value in force, default, help."""
+    return _C.options()
+
+
+__all__ = [
+    "DeviceProperties",
+    "OutOfMemoryError",
+    "__version__",
+    "available_backends",
+    "backend",
+    "current_device",
+    "device",
+    "device_count",
+    "driver_allocated_memory",
+    "get_device_name",
+    "get_device_properties",
+    "is_available",
+    "options",
+    "set_device",
+    "synchronize",
+]

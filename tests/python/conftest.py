@@ -1,0 +1,66 @@
+"""Runs every test once per backend available on this machine, restoring runtime state.
+
+The backend is chosen once per process, so the session-scoped `backend` fixture re-creates
+the runtime (mpsrt._C._reset_runtime) for each backend; pytest groups the tests by it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import mpsrt
+import pytest
+
+BACKENDS = mpsrt.available_backends()
+
+
+def reset_runtime(backend: str, **env: object) -> None:
+    """Re-creates the runtime on `backend` with extra environment variables."""
+    e = dict(os.environ)
+    e["MPSRT_BACKEND"] = backend
+    e.update({k: str(v) for k, v in env.items()})
+    mpsrt._C._reset_runtime(e)
+
+
+@pytest.fixture(scope="session", params=BACKENDS, autouse=True)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    reset_runtime(request.param)
+    yield request.param
+    mpsrt._C._reset_runtime(None)
+
+
+@pytest.fixture(autouse=True)
+def _restore_device(backend: str) -> Iterator[None]:
+    yield
+    if mpsrt.current_device() != 0:
+        mpsrt.set_device(0)
+
+
+@pytest.fixture
+def runtime_env(backend: str):
+    """Call with keyword env vars to re-create the runtime with them for one test."""
+
+    @contextmanager
+    def apply(**env: object) -> Iterator[None]:
+        reset_runtime(backend, **env)
+        try:
+            yield
+        finally:
+            reset_runtime(backend)
+
+    return apply
+
+
+def run_python(code: str, backend: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter with extra environment variables."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("MPSRT_", "PYTORCH_MPS"))}
+    if backend is not None:
+        e["MPSRT_BACKEND"] = backend
+    e.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120
+    )
