@@ -1,10 +1,12 @@
 #include "core/options.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/backend.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
@@ -16,13 +18,18 @@ namespace {
                 expected);
 }
 
-double parse_ratio(const char* var, const std::string& text) {
+// strtod/strtoull skip leading white space and accept a sign; a setting must not.
+bool starts_like_number(const std::string& text) {
+  return !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.');
+}
+
+double parse_ratio(const char* var, const std::string& text, double hi = 2.0) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v) ||
-      v < 0.0) {
-    bad_value(var, text, "a finite number >= 0");
+  if (!starts_like_number(text) || end != text.c_str() + text.size() || errno != 0 ||
+      !std::isfinite(v) || v < 0.0 || v > hi) {
+    bad_value(var, text, "a number from 0 to 2");
   }
   return v;
 }
@@ -34,8 +41,8 @@ uint64_t parse_uint(const char* var, const std::string& text, uint64_t lo, uint6
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(text.c_str(), &end, hex ? 16 : 10);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || text[0] == ' ' ||
-      end != text.c_str() + text.size() || errno != 0 || v < lo || v > hi) {
+  if (!starts_like_number(text) || text[0] == '.' || end != text.c_str() + text.size() ||
+      errno != 0 || v < lo || v > hi) {
     bad_value(var, text, expected);
   }
   return v;
@@ -61,13 +68,17 @@ const Entry kTable[] = {
      "Backend to use: cpu, vulkan or metal. Unset: the best available one (metal, vulkan, cpu).",
      [](const char* var, const std::string& t, Options& o) {
        if (t != "cpu" && t != "vulkan" && t != "metal") {
-         bad_value(var, t, "one of cpu, vulkan, metal");
+         std::string built;
+         for (const backend::Backend* b : backend::all_backends()) {
+           if (b->is_built()) built += std::string(built.empty() ? "" : ", ") + b->name();
+         }
+         bad_value(var, t, "one of cpu, vulkan, metal (built into this package: " + built + ")");
        }
        o.backend = t;
      },
      [](const Options& o) { return o.backend; }},
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7",
-     "Hard memory limit as a multiple of recommended_max_memory; 0 disables the limit.",
+     "Hard memory limit as a multiple of recommended_max_memory (0 to 2); 0 disables the limit.",
      [](const char* var, const std::string& t, Options& o) {
        o.high_watermark_ratio = parse_ratio(var, t);
      },
@@ -131,6 +142,8 @@ const char* process_env(const char* name) {
 
 Options parse_options(const EnvLookup& env) {
   Options o;
+  std::string high_var = "MPSRT_HIGH_WATERMARK_RATIO";
+  std::string low_var = "the default MPSRT_LOW_WATERMARK_RATIO";
   for (const Entry& e : kTable) {
     // The MPSRT_ name wins over the PYTORCH_MPS_ alias when both are set.
     const char* var = e.name;
@@ -139,12 +152,17 @@ Options parse_options(const EnvLookup& env) {
       var = e.alias;
       text = env(e.alias);
     }
-    if (text != nullptr) e.parse(var, text, o);
+    if (text == nullptr) continue;
+    e.parse(var, text, o);
+    if (std::string(e.name) == "MPSRT_HIGH_WATERMARK_RATIO") high_var = var;
+    if (std::string(e.name) == "MPSRT_LOW_WATERMARK_RATIO") low_var = var;
   }
-  if (o.high_watermark_ratio > 0.0 && o.low_watermark_ratio > o.high_watermark_ratio) {
-    throw_invalid("[options] MPSRT_LOW_WATERMARK_RATIO (" + fmt(o.low_watermark_ratio) +
-                  ") must not exceed MPSRT_HIGH_WATERMARK_RATIO (" + fmt(o.high_watermark_ratio) +
-                  "); lower the first or raise the second");
+  // As torch.mps: the low watermark may not exceed the high one (2 when there is no limit).
+  const double high_limit = o.high_watermark_ratio == 0.0 ? 2.0 : o.high_watermark_ratio;
+  if (o.low_watermark_ratio > high_limit) {
+    throw_invalid("[options] " + low_var + " (" + fmt(o.low_watermark_ratio) +
+                  ") must not exceed " + high_var + " (" + fmt(o.high_watermark_ratio) +
+                  "); set the low watermark ratio to at most the high one");
   }
   return o;
 }

@@ -3,6 +3,9 @@
 #include <map>
 #include <string>
 
+#include "core/allocator/caching_allocator.h"
+#include "core/allocator/history.h"
+#include "core/allocator/stats.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
 
@@ -56,12 +59,23 @@ backend::Backend& choose_backend(const Options& o) {
 }
 }  // namespace
 
-DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev)
+DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
+                             const Options& options)
     : index_(index), dev_(std::move(dev)) {
   default_stream_ = std::make_unique<StreamImpl>(*this, 0, 0);
+  stats_ = std::make_unique<MemoryStats>();
+  history_ = std::make_unique<History>();
+  allocator_ = std::make_unique<CachingAllocator>(
+      *this, options.high_watermark_ratio, options.low_watermark_ratio, options.debug_allocator);
+  allocator_->add_observer(stats_.get());
+  allocator_->add_observer(history_.get());
 }
 
-DeviceContext::~DeviceContext() = default;
+DeviceContext::~DeviceContext() {
+  wait_idle();
+  allocator_.reset();  // heaps go back to the backend before its device is closed
+  default_stream_.reset();
+}
 
 DeviceProperties DeviceContext::properties(const char* backend_name) const {
   const backend::DeviceInfo& i = dev_->info();
@@ -80,6 +94,10 @@ DeviceProperties DeviceContext::properties(const char* backend_name) const {
 
 void DeviceContext::synchronize() {
   default_stream_->synchronize();
+}
+
+void DeviceContext::wait_idle() {
+  default_stream_->wait_idle();
 }
 
 Runtime::Runtime(Options options) : options_(std::move(options)) {
@@ -149,7 +167,7 @@ DeviceContext& Runtime::open_device(int index) {
   auto& slot = devices_[static_cast<size_t>(index)];
   DeviceContext* d = slot.load(std::memory_order_acquire);
   if (d == nullptr) {
-    d = new DeviceContext(index, backend_->open_device(index));
+    d = new DeviceContext(index, backend_->open_device(index), options_);
     slot.store(d, std::memory_order_release);
   }
   return *d;

@@ -13,12 +13,15 @@
 namespace mpsrt::detail {
 
 class StreamImpl;
+class CachingAllocator;
+class MemoryStats;
+class History;
 inline int& current_device_slot() noexcept;
 
 /// One open device: the backend device and the core state that belongs to it.
 class DeviceContext {
  public:
-  DeviceContext(int index, std::unique_ptr<backend::Device> dev);
+  DeviceContext(int index, std::unique_ptr<backend::Device> dev, const Options& options);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -29,11 +32,19 @@ class DeviceContext {
   StreamImpl& default_stream() noexcept { return *default_stream_; }
   /// Waits for every stream of the device; rethrows the first stream error.
   void synchronize();
+  /// Waits for every stream without consuming errors.
+  void wait_idle();
+  CachingAllocator& allocator() noexcept { return *allocator_; }
+  MemoryStats& stats() noexcept { return *stats_; }
+  History& history() noexcept { return *history_; }
 
  private:
   int index_;
   std::unique_ptr<backend::Device> dev_;
   std::unique_ptr<StreamImpl> default_stream_;
+  std::unique_ptr<MemoryStats> stats_;
+  std::unique_ptr<History> history_;
+  std::unique_ptr<CachingAllocator> allocator_;
 };
 
 class Runtime {

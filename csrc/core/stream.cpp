@@ -11,13 +11,7 @@ StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority) : device
 }
 
 StreamImpl::~StreamImpl() {
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (open_ && open_->size() > 0) commit_locked();
-    seq = committed_;
-  }
-  completed_->wait(seq, -1);
+  wait_idle();
   queue_.reset();  // joins the queue's worker, if any
 }
 
@@ -68,6 +62,16 @@ void StreamImpl::synchronize() {
     seq = committed_;
   }
   wait_for(seq);
+}
+
+void StreamImpl::wait_idle() {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_ && open_->size() > 0) commit_locked();
+    seq = committed_;
+  }
+  completed_->wait(seq, -1);
 }
 
 bool StreamImpl::query() {

@@ -35,6 +35,16 @@ class StreamImpl {
   }
 
   void commit(SyncType sync);
+  /// The timeline value that work encoded so far will reach once complete (the open command
+  /// buffer counts as the next commit).
+  uint64_t fence_value() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return committed_ + (open_ && open_->size() > 0 ? 1 : 0);
+  }
+  /// True once every command buffer up to fence value v has completed. Cost: one atomic load.
+  bool reached(uint64_t v) const { return completed_->value() >= v; }
+  /// Waits for all work without consuming a recorded command failure (allocator, teardown).
+  void wait_idle();
   /// Commits what is open and waits for everything committed; rethrows a command failure.
   void synchronize();
   /// True when every command encoded so far has completed.

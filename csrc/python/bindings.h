@@ -7,6 +7,7 @@ namespace mpsrt::python {
 namespace nb = nanobind;
 
 void init_device(nb::module_& m);
+void init_memory(nb::module_& m);
 void init_bench(nb::module_& m);
 
 }  // namespace mpsrt::python

@@ -8,9 +8,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _C
-from ._C import DeviceProperties, OutOfMemoryError
+from . import _C, memory
+from ._C import Buffer, DeviceProperties, OutOfMemoryError
 from ._utils import DeviceLike, device_index
+from .memory import (
+    current_allocated_memory,
+    driver_allocated_memory,
+    empty,
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    recommended_max_memory,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+    set_cache_limit,
+    set_per_process_memory_fraction,
+)
 
 __version__: str = _C.__version__
 
@@ -62,30 +79,41 @@ def synchronize(device: DeviceLike = None) -> None:
     _C.synchronize(device_index(device, caller="synchronize"))
 
 
-def driver_allocated_memory() -> int:
-    """Bytes the backend holds from the driver / OS for the current device."""
-    return _C.driver_allocated_memory(_C.current_device())
-
-
 def options() -> list[dict[str, str]]:
     """Every MPSRT_* environment variable: name, alias, value in force, default, help."""
     return _C.options()
 
 
 __all__ = [
+    "Buffer",
     "DeviceProperties",
     "OutOfMemoryError",
     "__version__",
     "available_backends",
     "backend",
+    "current_allocated_memory",
     "current_device",
     "device",
     "device_count",
     "driver_allocated_memory",
+    "empty",
+    "empty_cache",
     "get_device_name",
     "get_device_properties",
     "is_available",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
     "options",
+    "recommended_max_memory",
+    "reset_max_memory_allocated",
+    "reset_peak_memory_stats",
+    "set_cache_limit",
     "set_device",
+    "set_per_process_memory_fraction",
     "synchronize",
 ]

@@ -55,9 +55,10 @@ def test_values_in_force(runtime_env) -> None:
         ("MPSRT_CPU_DEVICES", "0", r"MPSRT_CPU_DEVICES='0' is not valid: expected an integer"),
         ("MPSRT_CPU_DEVICES", "abc", r"MPSRT_CPU_DEVICES='abc'"),
         ("MPSRT_CPU_DEVICES", "-2", r"MPSRT_CPU_DEVICES='-2'"),
-        ("MPSRT_HIGH_WATERMARK_RATIO", "nan", r"MPSRT_HIGH_WATERMARK_RATIO='nan'.*finite"),
+        ("MPSRT_HIGH_WATERMARK_RATIO", "nan", r"MPSRT_HIGH_WATERMARK_RATIO='nan'.*from 0 to 2"),
         ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "-1", r"PYTORCH_MPS_HIGH_WATERMARK_RATIO='-1'"),
-        ("MPSRT_LOW_WATERMARK_RATIO", "9", r"MPSRT_LOW_WATERMARK_RATIO \(9\) must not exceed"),
+        ("MPSRT_LOW_WATERMARK_RATIO", "1.9", r"MPSRT_LOW_WATERMARK_RATIO \(1.9\) must not exceed"),
+        ("MPSRT_HIGH_WATERMARK_RATIO", "2.5", r"MPSRT_HIGH_WATERMARK_RATIO=.2.5.*from 0 to 2"),
         ("MPSRT_DEBUG_ALLOCATOR", "0x10", r"MPSRT_DEBUG_ALLOCATOR='0x10'.*bitmask"),
         ("MPSRT_TRACE_SIGNPOSTS", "1x", r"MPSRT_TRACE_SIGNPOSTS='1x'"),
         ("MPSRT_CPU_SPIN_US", "", r"MPSRT_CPU_SPIN_US=''"),
@@ -101,7 +102,9 @@ def test_env_is_read_at_first_use_in_a_fresh_process(backend: str) -> None:
 def test_unknown_backend_in_a_fresh_process() -> None:
     r = run_python("import mpsrt; mpsrt.device_count()", MPSRT_BACKEND="nope")
     assert r.returncode != 0
+    built = ", ".join(mpsrt._C.built_backends())
     assert "ValueError: [options] MPSRT_BACKEND='nope' is not valid" in r.stderr
+    assert f"(built into this package: {built})" in r.stderr
 
 
 def test_unbuilt_backend_lists_the_built_ones() -> None:

@@ -1,6 +1,7 @@
 // Umbrella header for C++ embedders: #include <mpsrt/mpsrt.h> and link mpsrt::mpsrt.
 #pragma once
 
+#include "mpsrt/allocator.h"
 #include "mpsrt/api.h"
 #include "mpsrt/device.h"
 #include "mpsrt/error.h"

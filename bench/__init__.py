@@ -1,0 +1,1 @@
+"""python -m bench: mpsrt benchmarks, one table per area (see __main__.py)."""

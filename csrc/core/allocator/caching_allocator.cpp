@@ -1,0 +1,506 @@
+#include "core/allocator/caching_allocator.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt::detail {
+
+namespace {
+
+size_t round_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+size_t min_split(Pool p) {
+  return p == Pool::Small ? kBlockAlign : kMinLargeSplit;
+}
+
+std::string human(uint64_t n) {
+  char buf[48];
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " B", n);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+// Keeps, per stream, the highest fence.
+void merge_fences(std::vector<StreamFence>& into, const std::vector<StreamFence>& from) {
+  for (const StreamFence& f : from) {
+    bool found = false;
+    for (StreamFence& g : into) {
+      if (g.stream == f.stream) {
+        g.value = std::max(g.value, f.value);
+        found = true;
+        break;
+      }
+    }
+    if (!found) into.push_back(f);
+  }
+}
+
+}  // namespace
+
+const char* pool_name(Pool p) noexcept {
+  switch (p) {
+    case Pool::Small:
+      return "small";
+    case Pool::Large:
+      return "large";
+    case Pool::Huge:
+      break;
+  }
+  return "huge";
+}
+
+uint64_t Block::address() const noexcept {
+  return heap->base + offset;
+}
+
+bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const noexcept {
+  if (a->size != b->size) return a->size < b->size;
+  const uint64_t ha = a->heap ? a->heap->serial : 0;
+  const uint64_t hb = b->heap ? b->heap->serial : 0;
+  if (ha != hb) return ha < hb;
+  return a->offset < b->offset;
+}
+
+CachingAllocator::CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio,
+                                   uint32_t debug_flags)
+    : device_(device),
+      recommended_max_(device.backend_device().info().recommended_max_memory),
+      high_ratio_(high_ratio),
+      low_ratio_(low_ratio),
+      debug_flags_(debug_flags) {}
+
+CachingAllocator::~CachingAllocator() {
+  // Every buffer must be gone (the runtime is torn down only after the device is idle).
+  for (HeapRec* h : heaps_) {
+    for (Block* b = h->first; b != nullptr;) {
+      Block* n = b->next;
+      delete b;
+      b = n;
+    }
+    delete h;
+  }
+  for (Block* b : spare_blocks_) delete b;
+}
+
+uint64_t CachingAllocator::high_limit() const {
+  return high_ratio_ > 0.0
+             ? static_cast<uint64_t>(high_ratio_ * static_cast<double>(recommended_max_))
+             : 0;
+}
+
+Block* CachingAllocator::new_block() {
+  if (!spare_blocks_.empty()) {
+    Block* b = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    return b;
+  }
+  return new Block();
+}
+
+void CachingAllocator::delete_block(Block* b) {
+  *b = Block();
+  spare_blocks_.push_back(b);
+}
+
+void CachingAllocator::insert_free(Block* b) {
+  free_[static_cast<int>(b->pool)].insert(b);
+}
+void CachingAllocator::erase_free(Block* b) {
+  free_[static_cast<int>(b->pool)].erase(b);
+}
+
+void CachingAllocator::emit(const AllocEvent& e) {
+  for (AllocatorObserver* o : observers_) o->on_event(e);
+}
+
+bool CachingAllocator::fences_reached(const Block* b, const StreamImpl* except) const {
+  for (const StreamFence& f : b->fences) {
+    if (f.stream != except && !f.stream->reached(f.value)) return false;
+  }
+  return true;
+}
+
+Block* CachingAllocator::take(Block* b, size_t size, StreamImpl& stream) {
+  erase_free(b);
+  if (b->size - size >= min_split(b->pool)) {
+    Block* r = new_block();
+    r->heap = b->heap;
+    r->pool = b->pool;
+    r->offset = b->offset + size;
+    r->size = b->size - size;
+    r->prev = b;
+    r->next = b->next;
+    if (b->next) b->next->prev = r;
+    b->next = r;
+    r->fences = b->fences;
+    insert_free(r);
+    b->size = size;
+  }
+  b->allocated = true;
+  b->stream = &stream;
+  b->fences.clear();
+  b->uses.clear();
+  b->heap->allocated += b->size;
+  allocated_ += b->size;
+  return b;
+}
+
+Block* CachingAllocator::try_reuse(Pool pool, size_t size, StreamImpl& stream) {
+  auto& set = free_[static_cast<int>(pool)];
+  Block key;
+  key.size = size;
+  int scanned = 0;
+  // Cost: one O(log n) search; the scan past blocks still in use elsewhere is bounded.
+  for (auto it = set.lower_bound(&key); it != set.end() && scanned < 64; ++it, ++scanned) {
+    Block* b = *it;
+    if (fences_reached(b, &stream)) return take(b, size, stream);
+  }
+  return nullptr;
+}
+
+Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream,
+                                      bool* limited) {
+  const uint64_t limit = high_limit();
+  if (limit != 0 && reserved_ + heap_size > limit) {
+    *limited = true;
+    return nullptr;
+  }
+  std::unique_ptr<backend::Heap> heap = device_.backend_device().create_heap(heap_size);
+  if (!heap) return nullptr;
+  auto* rec = new HeapRec();
+  rec->pool = pool;
+  rec->size = heap->size();
+  rec->serial = ++next_heap_serial_;
+  rec->base = reinterpret_cast<uint64_t>(heap->host_ptr());
+  if (rec->base == 0) rec->base = rec->serial << 40;  // device-only memory: a synthetic address
+  rec->heap = std::move(heap);
+  Block* b = new_block();
+  b->heap = rec;
+  b->pool = pool;
+  b->size = rec->size;
+  rec->first = b;
+  heaps_.insert(rec);
+  reserved_ += rec->size;
+  AllocEvent e{AllocAction::SegmentAlloc};
+  e.pool = static_cast<int>(pool);
+  e.address = rec->base;
+  e.size = rec->size;
+  emit(e);
+  insert_free(b);
+  return take(b, size, stream);
+}
+
+void CachingAllocator::release_heap(HeapRec* h) {
+  erase_free(h->first);
+  delete_block(h->first);
+  reserved_ -= h->size;
+  AllocEvent e{AllocAction::SegmentFree};
+  e.pool = static_cast<int>(h->pool);
+  e.address = h->base;
+  e.size = h->size;
+  emit(e);
+  heaps_.erase(h);
+  delete h;  // returns the memory to the backend
+}
+
+size_t CachingAllocator::release_heaps(size_t target) {
+  std::vector<HeapRec*> empty;
+  for (HeapRec* h : heaps_) {
+    if (h->allocated == 0 && h->first->next == nullptr && fences_reached(h->first, nullptr)) {
+      empty.push_back(h);
+    }
+  }
+  // Oldest first.
+  std::sort(empty.begin(), empty.end(),
+            [](const HeapRec* a, const HeapRec* b) { return a->freed_tick < b->freed_tick; });
+  size_t released = 0;
+  for (HeapRec* h : empty) {
+    if (released >= target) break;
+    released += h->size;
+    release_heap(h);
+  }
+  return released;
+}
+
+Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
+  Pool pool;
+  size_t size;
+  size_t heap_size;
+  const size_t max_buffer = device_.backend_device().info().max_buffer_size;
+  if (MPSRT_UNLIKELY(nbytes > max_buffer)) {
+    throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
+              std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
+              human(max_buffer) + ")");
+  }
+  if (nbytes <= kSmallRequest) {
+    pool = Pool::Small;
+    size = round_up(std::max<size_t>(nbytes, 1), kBlockAlign);
+    heap_size = kSmallHeap;
+  } else if (nbytes < kLargeRequest) {
+    pool = Pool::Large;
+    size = round_up(nbytes, kBlockAlign);
+    heap_size = kLargeHeap;
+  } else {
+    pool = Pool::Huge;
+    size = round_up(nbytes, kHugeRound);
+    heap_size = size;
+  }
+  ContextPtr ctx;
+  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
+    ContextFn fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn = context_fn_;
+    }
+    if (fn) ctx = fn();
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  Block* b = try_reuse(pool, size, stream);
+  bool limited = false;
+  if (b == nullptr) {
+    const uint64_t low =
+        low_ratio_ > 0.0 ? static_cast<uint64_t>(low_ratio_ * static_cast<double>(recommended_max_))
+                         : 0;
+    if (low != 0 && reserved_ + heap_size > low) {
+      release_heaps(reserved_ + heap_size - low);  // collect cached heaps, oldest first
+    }
+    b = try_new_heap(pool, size, heap_size, stream, &limited);
+  }
+  if (b == nullptr) {
+    emit(AllocEvent{AllocAction::Retry});
+    if (!reclaim_.empty()) {
+      std::vector<std::function<bool(size_t)>> fns;
+      for (auto& kv : reclaim_) fns.push_back(kv.second);
+      lock.unlock();
+      bool retry = false;
+      for (auto& fn : fns) {
+        try {
+          retry = fn(size) || retry;
+        } catch (const std::exception& ex) {
+          std::fprintf(stderr, "[allocator] a reclaim callback raised and was skipped: %s\n",
+                       ex.what());
+        }
+      }
+      lock.lock();
+      if (retry) {
+        b = try_reuse(pool, size, stream);
+        if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+      }
+    }
+  }
+  if (b == nullptr) {  // free all cached
+    release_heaps(SIZE_MAX);
+    b = try_reuse(pool, size, stream);
+    if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+  }
+  if (b == nullptr) {  // synchronize and free all
+    lock.unlock();
+    device_.wait_idle();
+    lock.lock();
+    release_heaps(SIZE_MAX);
+    b = try_reuse(pool, size, stream);
+    if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+  }
+  if (b == nullptr) raise_oom(pool, size, heap_size, limited);
+  b->requested = nbytes;
+  b->id = ++next_block_id_;
+  b->context = std::move(ctx);
+  AllocEvent e{AllocAction::Alloc};
+  e.pool = static_cast<int>(pool);
+  e.address = b->address();
+  e.size = b->size;
+  e.requested = nbytes;
+  e.stream = stream.id();
+  e.split = b->prev != nullptr || b->next != nullptr;
+  e.context = &b->context;
+  emit(e);
+  if (MPSRT_UNLIKELY(debug_flags_ & 4u) && (!(debug_flags_ & 8u) || pool != Pool::Small)) {
+    std::fprintf(stderr, "[allocator] device %d: alloc %s (block %s, %s pool) at 0x%" PRIx64 "\n",
+                 device_.index(), human(nbytes).c_str(), human(b->size).c_str(), pool_name(pool),
+                 b->address());
+  }
+  return b;
+}
+
+void CachingAllocator::raise_oom(Pool pool, size_t size, size_t heap_size, bool limited) {
+  emit(AllocEvent{AllocAction::Oom, static_cast<int>(pool), 0, size});
+  const uint64_t limit = high_limit();
+  std::string msg = "[allocator] out of memory on device " + std::to_string(device_.index()) +
+                    ": tried to allocate " + human(size) + " from the " + pool_name(pool) +
+                    " pool (a new heap of " + human(heap_size) + "); allocated " +
+                    human(allocated_) + ", cached " + human(reserved_ - allocated_) +
+                    " (reserved " + human(reserved_) + "); ";
+  char ratio[32];
+  std::snprintf(ratio, sizeof(ratio), "%.3g", high_ratio_);
+  if (limited) {
+    msg += "limit " + human(limit) + " = " + ratio + " x recommended_max_memory (" +
+           human(recommended_max_) +
+           "). Raise it with set_per_process_memory_fraction() or MPSRT_HIGH_WATERMARK_RATIO "
+           "(0 disables the limit; the device may then run out of memory)";
+  } else {
+    msg += std::string("the ") + "device refused a heap of " + human(heap_size) +
+           (limit ? " (limit " + human(limit) + ")" : std::string(" (no limit set)")) +
+           ". Free buffers or lower the working set";
+  }
+  throw_oom(msg);
+}
+
+void CachingAllocator::free(Block* b) noexcept {
+  std::vector<StreamFence> fences;
+  fences.reserve(1 + b->uses.size());
+  fences.push_back({b->stream, b->stream->fence_value()});
+  for (StreamImpl* s : b->uses) fences.push_back({s, s->fence_value()});
+  ContextPtr ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AllocEvent e{AllocAction::FreeRequested};
+    e.pool = static_cast<int>(b->pool);
+    e.address = b->address();
+    e.size = b->size;
+    e.requested = b->requested;
+    e.stream = b->stream->id();
+    e.split = b->prev != nullptr || b->next != nullptr;
+    e.context = &b->context;
+    emit(e);
+    if (MPSRT_UNLIKELY(debug_flags_ & 2u) && (!(debug_flags_ & 8u) || b->pool != Pool::Small)) {
+      std::fprintf(stderr, "[allocator] device %d: free %s at 0x%" PRIx64 "\n", device_.index(),
+                   human(b->size).c_str(), b->address());
+    }
+    HeapRec* h = b->heap;
+    h->allocated -= b->size;
+    allocated_ -= b->size;
+    b->allocated = false;
+    b->requested = 0;
+    b->fences = std::move(fences);
+    b->uses.clear();
+    b->stream = nullptr;
+    ctx = std::move(b->context);
+    if (b->prev != nullptr && !b->prev->allocated) {
+      Block* p = b->prev;
+      erase_free(p);
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next) b->next->prev = p;
+      merge_fences(p->fences, b->fences);
+      delete_block(b);
+      b = p;
+    }
+    if (b->next != nullptr && !b->next->allocated) {
+      Block* n = b->next;
+      erase_free(n);
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next) n->next->prev = b;
+      merge_fences(b->fences, n->fences);
+      delete_block(n);
+    }
+    insert_free(b);
+    if (h->allocated == 0) h->freed_tick = ++clock_;
+    if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
+      release_heaps(reserved_ - allocated_ - cache_limit_);
+    }
+  }
+}
+
+void CachingAllocator::record_stream(Block* b, StreamImpl& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (&stream == b->stream) return;
+  if (std::find(b->uses.begin(), b->uses.end(), &stream) == b->uses.end()) {
+    b->uses.push_back(&stream);
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_heaps(SIZE_MAX);
+  emit(AllocEvent{AllocAction::EmptyCache});
+}
+
+double CachingAllocator::set_memory_fraction(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 2.0)) {
+    throw_invalid("[allocator] invalid memory fraction " + std::to_string(fraction) +
+                  ": expected 0 <= fraction <= 2 (0 disables the limit)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const double prev = high_ratio_;
+  high_ratio_ = fraction;
+  return prev;
+}
+
+size_t CachingAllocator::set_cache_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t prev = cache_limit_;
+  cache_limit_ = bytes;
+  if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
+    release_heaps(reserved_ - allocated_ - cache_limit_);
+  }
+  return prev;
+}
+
+int CachingAllocator::add_reclaim_callback(std::function<bool(size_t)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int id = next_reclaim_id_++;
+  reclaim_[id] = std::move(fn);
+  return id;
+}
+
+void CachingAllocator::remove_reclaim_callback(int id) {
+  std::function<bool(size_t)> dropped;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = reclaim_.find(id);
+  if (it == reclaim_.end()) {
+    throw_invalid("[allocator] no reclaim callback with id " + std::to_string(id));
+  }
+  dropped = std::move(it->second);
+  reclaim_.erase(it);
+}
+
+uint64_t CachingAllocator::allocated_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocated_;
+}
+
+uint64_t CachingAllocator::reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reserved_;
+}
+
+void CachingAllocator::add_observer(AllocatorObserver* o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observers_.push_back(o);
+}
+
+void CachingAllocator::remove_observer(AllocatorObserver* o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
+}
+
+void CachingAllocator::set_context_fn(ContextFn fn) {
+  ContextFn old;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  recording_.store(static_cast<bool>(fn), std::memory_order_relaxed);
+  old = std::move(context_fn_);
+  context_fn_ = std::move(fn);
+}
+
+}  // namespace mpsrt::detail

@@ -1,0 +1,171 @@
+// The caching allocator: one per device, over heaps from the backend.
+//
+// Size classes (after torch.mps's MPSAllocator), with split and coalesce of free blocks:
+//   request <= 1 MiB   -> small pool, 8 MiB heaps,  sizes rounded to 512 B
+//   request <  10 MiB  -> large pool, 32 MiB heaps, sizes rounded to 512 B
+//   request >= 10 MiB  -> huge pool, a dedicated heap rounded to 2 MiB (split when reused)
+// Every block is 512-byte aligned inside its heap. A free block is found best-fit (smallest
+// size that fits, then lowest address); the rest of the block stays free when it is at least
+// 512 B (small) or 1 MiB (large, huge). Freeing merges a block with free neighbours.
+//
+// Frees are stream-ordered: a freed block remembers, for every stream that used it, the
+// stream's fence (the timeline value its work encoded so far will reach). The block is
+// reusable at once on its own stream and on another stream once those fences are reached;
+// a heap goes back to the driver only once all of them are.
+//
+// Limits: the high watermark (fraction x recommended_max_memory) is hard; above the low
+// watermark cached heaps are released, oldest first, before a new heap is made; the cache
+// limit caps cached-but-unused bytes. When an allocation cannot be met the out-of-memory
+// ladder runs: reuse -> collect -> new heap -> reclaim callbacks -> free all cached ->
+// synchronize and free all -> OutOfMemory.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/allocator/events.h"
+
+namespace mpsrt::detail {
+
+class StreamImpl;
+class DeviceContext;
+struct HeapRec;
+
+enum class Pool : uint8_t { Small = 0, Large = 1, Huge = 2 };
+constexpr int kNumPools = 3;
+const char* pool_name(Pool p) noexcept;
+
+constexpr size_t kBlockAlign = 512;
+constexpr size_t kSmallRequest = size_t(1) << 20;
+constexpr size_t kSmallHeap = size_t(8) << 20;
+constexpr size_t kLargeRequest = size_t(10) << 20;
+constexpr size_t kLargeHeap = size_t(32) << 20;
+constexpr size_t kHugeRound = size_t(2) << 20;
+constexpr size_t kMinLargeSplit = size_t(1) << 20;
+
+/// Work a stream must finish before a freed block may be reused elsewhere.
+struct StreamFence {
+  StreamImpl* stream = nullptr;
+  uint64_t value = 0;
+};
+
+struct Block {
+  HeapRec* heap = nullptr;
+  size_t offset = 0;
+  size_t size = 0;
+  size_t requested = 0;
+  Block* prev = nullptr;  // address-order neighbours inside the heap
+  Block* next = nullptr;
+  bool allocated = false;
+  Pool pool = Pool::Small;
+  StreamImpl* stream = nullptr;     // allocating stream (while allocated)
+  std::vector<StreamImpl*> uses;    // other streams that used it while allocated
+  std::vector<StreamFence> fences;  // while free: per stream, work to finish first
+  uint64_t id = 0;                  // allocation serial number (history)
+  ContextPtr context;               // who allocated it (history, when recording)
+  uint64_t address() const noexcept;
+};
+
+struct HeapRec {
+  std::unique_ptr<backend::Heap> heap;
+  Pool pool = Pool::Small;
+  size_t size = 0;
+  uint64_t base = 0;        // device address of byte 0
+  uint64_t serial = 0;      // creation order
+  uint64_t freed_tick = 0;  // allocator clock when it last became empty
+  size_t allocated = 0;     // bytes in allocated blocks
+  Block* first = nullptr;
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio,
+                   uint32_t debug_flags);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  /// A block of at least nbytes (> 0) for use on `stream`. Throws mpsrt::OutOfMemory.
+  Block* allocate(size_t nbytes, StreamImpl& stream);
+  /// Stream-ordered free.
+  void free(Block* b) noexcept;
+  void record_stream(Block* b, StreamImpl& stream);
+
+  void empty_cache();
+  double set_memory_fraction(double fraction);
+  size_t set_cache_limit(size_t bytes);
+  int add_reclaim_callback(std::function<bool(size_t)> fn);
+  void remove_reclaim_callback(int id);
+
+  uint64_t allocated_bytes() const;
+  uint64_t reserved_bytes() const;
+  uint64_t recommended_max() const noexcept { return recommended_max_; }
+  uint64_t high_limit() const;
+
+  /// Observers see every allocator event (stats, history, profiler counters).
+  void add_observer(AllocatorObserver* o);
+  void remove_observer(AllocatorObserver* o);
+
+  /// Runs fn(heaps) under the allocator's lock, to read observers and heaps consistently.
+  /// fn must not call the allocator.
+  template <class F>
+  void locked(F&& fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn(static_cast<const std::set<HeapRec*>&>(heaps_));
+  }
+
+  /// Frames source for history: the caller's frames, or nullptr. Runs outside the lock.
+  using ContextFn = std::function<ContextPtr()>;
+  void set_context_fn(ContextFn fn);
+
+ private:
+  Block* try_reuse(Pool pool, size_t size, StreamImpl& stream);
+  Block* try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream, bool* limited);
+  Block* take(Block* b, size_t size, StreamImpl& stream);
+  void insert_free(Block* b);
+  void erase_free(Block* b);
+  bool fences_reached(const Block* b, const StreamImpl* except) const;
+  size_t release_heaps(size_t target);  // empty heaps, oldest first; returns bytes released
+  void release_heap(HeapRec* h);
+  void emit(const AllocEvent& e);
+  Block* new_block();
+  void delete_block(Block* b);
+  [[noreturn]] void raise_oom(Pool pool, size_t size, size_t heap_size, bool limited);
+
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const noexcept;
+  };
+
+  DeviceContext& device_;
+  const uint64_t recommended_max_;
+  double high_ratio_;
+  const double low_ratio_;
+  const uint32_t debug_flags_;
+  mutable std::mutex mu_;
+  std::array<std::set<Block*, BySize>, kNumPools> free_;
+  std::set<HeapRec*> heaps_;
+  size_t reserved_ = 0;
+  size_t allocated_ = 0;
+  size_t cache_limit_ = SIZE_MAX;
+  uint64_t clock_ = 0;
+  uint64_t next_heap_serial_ = 0;
+  uint64_t next_block_id_ = 0;
+  std::vector<Block*> spare_blocks_;
+  std::map<int, std::function<bool(size_t)>> reclaim_;
+  int next_reclaim_id_ = 1;
+  std::vector<AllocatorObserver*> observers_;
+  ContextFn context_fn_;
+  std::atomic<bool> recording_{false};
+};
+
+}  // namespace mpsrt::detail

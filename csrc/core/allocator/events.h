@@ -1,0 +1,47 @@
+// Allocator events: statistics, history and the profiler are observers layered on these,
+// not code inside the allocator's paths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsrt/allocator.h"
+
+namespace mpsrt::detail {
+
+/// The frames of the code that made an allocation (Python frames when recording asks).
+using Context = StackFrames;
+using ContextPtr = std::shared_ptr<const Context>;
+
+enum class AllocAction : uint8_t {
+  Alloc,          // a block handed out
+  FreeRequested,  // the user freed it (stream-ordered: may still be in use)
+  SegmentAlloc,   // a heap obtained from the backend
+  SegmentFree,    // a heap returned to the backend
+  Retry,          // the out-of-memory ladder went past "new heap"
+  Oom,            // an allocation failed
+  EmptyCache,     // empty_cache() ran
+};
+
+struct AllocEvent {
+  AllocAction action;
+  int pool = 0;  // Pool as int
+  uint64_t address = 0;
+  size_t size = 0;       // block or heap bytes
+  size_t requested = 0;  // bytes asked for (Alloc / FreeRequested)
+  int64_t stream = 0;    // stream id
+  bool split = false;    // Alloc/FreeRequested: the heap holds other blocks too
+  const ContextPtr* context = nullptr;
+};
+
+class AllocatorObserver {
+ public:
+  virtual ~AllocatorObserver() = default;
+  /// Called under the allocator's lock: must be quick and must not call the allocator.
+  virtual void on_event(const AllocEvent& e) = 0;
+};
+
+}  // namespace mpsrt::detail

@@ -1,0 +1,225 @@
+// The public memory API (mpsrt/allocator.h) over the per-device caching allocators.
+#include <cstring>
+
+#include <algorithm>
+
+#include "core/allocator/caching_allocator.h"
+#include "core/allocator/history.h"
+#include "core/allocator/stats.h"
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/allocator.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt {
+
+using detail::Block;
+using detail::DeviceContext;
+using detail::Runtime;
+
+namespace {
+DeviceContext& device_of(const Stream& s) {
+  return Runtime::get().device(s.device());
+}
+
+}  // namespace
+
+Buffer::Buffer(size_t nbytes, const Stream& stream) {
+  if (nbytes == 0) return;
+  DeviceContext& d = device_of(stream);
+  alloc_ = &d.allocator();
+  block_ = alloc_->allocate(nbytes, *stream.impl());
+}
+
+Buffer::Buffer(size_t nbytes) : Buffer(nbytes, default_stream()) {}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    block_ = o.block_;
+    alloc_ = o.alloc_;
+    o.block_ = nullptr;
+    o.alloc_ = nullptr;
+  }
+  return *this;
+}
+
+void Buffer::reset() noexcept {
+  if (block_ != nullptr) {
+    alloc_->free(block_);
+    block_ = nullptr;
+    alloc_ = nullptr;
+  }
+}
+
+size_t Buffer::nbytes() const noexcept {
+  return block_ ? block_->requested : 0;
+}
+int Buffer::device() const noexcept {
+  return block_ ? block_->stream->device_index() : -1;
+}
+Stream Buffer::stream() const noexcept {
+  return Stream(block_ ? block_->stream : nullptr);
+}
+uint64_t Buffer::address() const noexcept {
+  return block_ ? block_->address() : 0;
+}
+
+void* Buffer::host_ptr() const noexcept {
+  if (block_ == nullptr) return nullptr;
+  auto* base = static_cast<uint8_t*>(block_->heap->heap->host_ptr());
+  return base ? base + block_->offset : nullptr;
+}
+
+void Buffer::record_stream(const Stream& stream) {
+  if (block_ == nullptr) return;
+  if (stream.device() != device()) {
+    detail::throw_invalid("[allocator] record_stream: the stream is on device " +
+                          std::to_string(stream.device()) + " but the buffer on device " +
+                          std::to_string(device()) + "; use a stream of the buffer's device");
+  }
+  alloc_->record_stream(block_, *stream.impl());
+}
+
+void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream) {
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
+    detail::throw_invalid("[buffer] fill: pattern size must be 1, 2, 4 or 8 bytes, got " +
+                          std::to_string(pattern_size));
+  }
+  if (block_ == nullptr) return;
+  // A command on another stream makes that stream a user of the memory (cross-stream safety).
+  if (stream.impl() != block_->stream) record_stream(stream);
+  const size_t n = block_->requested / pattern_size * pattern_size;
+  backend::BufferRef ref{block_->heap->heap.get(), block_->offset};
+  stream.impl()->encode(
+      [&](backend::CommandBuffer& cb) { cb.fill(ref, n, pattern, pattern_size); });
+}
+
+void Buffer::copy_from(const Buffer& src, const Stream& stream) {
+  if (src.nbytes() != nbytes()) {
+    detail::throw_invalid("[buffer] copy_: the source has " + std::to_string(src.nbytes()) +
+                          " bytes but the destination " + std::to_string(nbytes()) +
+                          "; sizes must match");
+  }
+  if (block_ == nullptr) return;
+  if (src.device() != device() || stream.device() != device()) {
+    detail::throw_invalid("[buffer] copy_: source, destination and stream must be on one device");
+  }
+  if (stream.impl() != block_->stream) record_stream(stream);
+  if (stream.impl() != src.block_->stream) src.alloc_->record_stream(src.block_, *stream.impl());
+  backend::BufferRef d{block_->heap->heap.get(), block_->offset};
+  backend::BufferRef s{src.block_->heap->heap.get(), src.block_->offset};
+  const size_t n = nbytes();
+  stream.impl()->encode([&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
+}
+
+std::map<std::string, int64_t> memory_stats(int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  std::map<std::string, int64_t> out;
+  d.allocator().locked([&](const std::set<detail::HeapRec*>& heaps) {
+    detail::StatArray split_bytes{}, split{};
+    for (const detail::HeapRec* h : heaps) {
+      if (h->allocated == 0) continue;
+      const size_t k = h->pool == detail::Pool::Small ? 1 : 2;
+      for (const Block* b = h->first; b != nullptr; b = b->next) {
+        if (b->allocated) continue;
+        for (size_t i : {size_t(0), k}) {
+          split_bytes[i].current += static_cast<int64_t>(b->size);
+          split[i].current += 1;
+        }
+      }
+    }
+    out = d.stats().to_map(split_bytes, split);
+  });
+  return out;
+}
+
+void reset_peak_memory_stats(int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  d.allocator().locked([&](const auto&) { d.stats().reset_peak(); });
+}
+
+uint64_t current_allocated_memory(int device) {
+  return Runtime::get().device(device).allocator().allocated_bytes();
+}
+
+uint64_t reserved_memory(int device) {
+  return Runtime::get().device(device).allocator().reserved_bytes();
+}
+
+uint64_t recommended_max_memory(int device) {
+  return Runtime::get().device(device).allocator().recommended_max();
+}
+
+void empty_cache(int device) {
+  Runtime::get().device(device).allocator().empty_cache();
+}
+
+double set_per_process_memory_fraction(double fraction, int device) {
+  return Runtime::get().device(device).allocator().set_memory_fraction(fraction);
+}
+
+size_t set_cache_limit(size_t bytes, int device) {
+  return Runtime::get().device(device).allocator().set_cache_limit(bytes);
+}
+
+int add_reclaim_callback(std::function<bool(size_t)> fn, int device) {
+  return Runtime::get().device(device).allocator().add_reclaim_callback(std::move(fn));
+}
+
+void remove_reclaim_callback(int id, int device) {
+  Runtime::get().device(device).allocator().remove_reclaim_callback(id);
+}
+
+void record_memory_history(bool enabled, size_t max_entries,
+                           std::function<std::shared_ptr<const StackFrames>()> frames_fn,
+                           int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  d.allocator().locked([&](const auto&) { d.history().configure(enabled, max_entries); });
+  d.allocator().set_context_fn(enabled ? std::move(frames_fn) : nullptr);
+}
+
+MemorySnapshot memory_snapshot(int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  MemorySnapshot snap;
+  d.allocator().locked([&](const std::set<detail::HeapRec*>& heaps) {
+    std::vector<const detail::HeapRec*> sorted(heaps.begin(), heaps.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const detail::HeapRec* a, const detail::HeapRec* b) { return a->base < b->base; });
+    for (const detail::HeapRec* h : sorted) {
+      SegmentInfo s;
+      s.address = h->base;
+      s.total_size = h->size;
+      s.pool = detail::pool_name(h->pool);
+      for (const Block* b = h->first; b != nullptr; b = b->next) {
+        BlockInfo bi;
+        bi.address = b->address();
+        bi.size = b->size;
+        bi.requested_size = b->requested;
+        bi.allocated = b->allocated;
+        bi.frames = b->context;
+        if (b->allocated) {
+          s.allocated_size += b->size;
+          s.requested_size += b->requested;
+        }
+        s.blocks.push_back(std::move(bi));
+      }
+      snap.segments.push_back(std::move(s));
+    }
+    static const char* kActions[] = {
+        "alloc", "free_requested", "segment_alloc", "segment_free", "retry", "oom", "empty_cache"};
+    for (const detail::TraceEntry& e : d.history().entries()) {
+      TraceInfo t;
+      t.action = kActions[static_cast<int>(e.action)];
+      t.address = e.address;
+      t.size = e.size;
+      t.stream = e.stream;
+      t.time_us = e.time_us;
+      t.frames = e.frames;
+      snap.trace.push_back(std::move(t));
+    }
+  });
+  return snap;
+}
+
+}  // namespace mpsrt

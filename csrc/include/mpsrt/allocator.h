@@ -1,0 +1,143 @@
+// Device memory from the caching allocator: Buffers, statistics, limits, reclaim callbacks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsrt/api.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt {
+
+namespace detail {
+struct Block;
+class CachingAllocator;
+}  // namespace detail
+
+/// A piece of device memory from the caching allocator. Move-only; the memory returns to the
+/// cache when the Buffer is destroyed or reset(), stream-ordered: it is reusable at once on
+/// the stream it was allocated on, and on other streams once the work encoded on every stream
+/// that used it has completed.
+class MPSRT_API Buffer {
+ public:
+  Buffer() noexcept = default;
+  /// nbytes of uninitialised memory on `stream`'s device (0 bytes gives an empty Buffer).
+  /// Throws mpsrt::OutOfMemory when the limit or the device refuses.
+  Buffer(size_t nbytes, const Stream& stream);
+  /// On the current stream of the current device.
+  explicit Buffer(size_t nbytes);
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept : block_(o.block_), alloc_(o.alloc_) {
+    o.block_ = nullptr;
+    o.alloc_ = nullptr;
+  }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  bool defined() const noexcept { return block_ != nullptr; }
+  /// Bytes requested.
+  size_t nbytes() const noexcept;
+  int device() const noexcept;
+  /// The stream it was allocated on.
+  Stream stream() const noexcept;
+  /// A device address unique among live buffers of the device (the host address on cpu).
+  uint64_t address() const noexcept;
+  /// Host address of the memory when the device's memory is host-visible, else nullptr.
+  void* host_ptr() const noexcept;
+  /// Marks the buffer as used by `stream`: its memory will not be reused on another stream
+  /// until that stream's work encoded so far has completed.
+  void record_stream(const Stream& stream);
+  /// Frees now (stream-ordered); the Buffer becomes empty.
+  void reset() noexcept;
+
+  /// Encodes a fill of [offset, offset + nbytes) with a 1/2/4/8-byte pattern on `stream`.
+  void fill(uint64_t pattern, unsigned pattern_size, const Stream& stream);
+  /// Encodes a copy of src's bytes into this buffer (same size) on `stream`.
+  void copy_from(const Buffer& src, const Stream& stream);
+
+  detail::Block* block() const noexcept { return block_; }
+
+ private:
+  detail::Block* block_ = nullptr;
+  detail::CachingAllocator* alloc_ = nullptr;
+};
+
+/// torch.cuda-style statistics: keys such as "allocated_bytes.all.current",
+/// "reserved_bytes.large_pool.peak", "num_alloc_retries", "num_ooms".
+MPSRT_API std::map<std::string, int64_t> memory_stats(int device = -1);
+/// Sets peak values to the current ones.
+MPSRT_API void reset_peak_memory_stats(int device = -1);
+/// Bytes held by live buffers (block sizes) on the device.
+MPSRT_API uint64_t current_allocated_memory(int device = -1);
+/// Bytes of heaps the allocator holds (allocated + cached).
+MPSRT_API uint64_t reserved_memory(int device = -1);
+/// The device's recommended working-set size (the base of the memory fraction).
+MPSRT_API uint64_t recommended_max_memory(int device = -1);
+/// Releases every cached, unused heap of the device back to the driver.
+MPSRT_API void empty_cache(int device = -1);
+/// Hard limit = fraction x recommended_max_memory (0: unlimited). Returns the previous
+/// fraction. Throws std::invalid_argument outside [0, 2].
+MPSRT_API double set_per_process_memory_fraction(double fraction, int device = -1);
+/// Cap on cached-but-unused bytes; returns the previous cap (SIZE_MAX: none).
+MPSRT_API size_t set_cache_limit(size_t bytes, int device = -1);
+/// A reclaim callback runs when an allocation would fail, with the bytes needed; it may free
+/// memory and returns true to ask for a retry. Returns an id for remove_reclaim_callback.
+MPSRT_API int add_reclaim_callback(std::function<bool(size_t)> fn, int device = -1);
+MPSRT_API void remove_reclaim_callback(int id, int device = -1);
+
+// ---------------------------------------------------------------- history and snapshots
+
+/// A frame of the code that made an allocation.
+struct StackFrame {
+  std::string filename;
+  int line = 0;
+  std::string name;
+};
+using StackFrames = std::vector<StackFrame>;
+
+struct BlockInfo {
+  uint64_t address = 0;
+  size_t size = 0;
+  size_t requested_size = 0;
+  bool allocated = false;
+  std::shared_ptr<const StackFrames> frames;
+};
+
+struct SegmentInfo {
+  uint64_t address = 0;
+  size_t total_size = 0;
+  size_t allocated_size = 0;
+  size_t requested_size = 0;
+  std::string pool;  ///< "small", "large" or "huge"
+  std::vector<BlockInfo> blocks;
+};
+
+struct TraceInfo {
+  std::string action;  ///< alloc, free_requested, segment_alloc, segment_free, oom
+  uint64_t address = 0;
+  size_t size = 0;
+  int64_t stream = 0;
+  int64_t time_us = 0;
+  std::shared_ptr<const StackFrames> frames;
+};
+
+struct MemorySnapshot {
+  std::vector<SegmentInfo> segments;
+  std::vector<TraceInfo> trace;
+};
+
+/// Starts (enabled) or stops recording allocation events, keeping at most max_entries
+/// (0: unlimited). frames_fn, when set, is called at each allocation for the caller's frames.
+MPSRT_API void record_memory_history(bool enabled, size_t max_entries,
+                                     std::function<std::shared_ptr<const StackFrames>()> frames_fn,
+                                     int device = -1);
+/// The device's heaps and blocks now, and the recorded events.
+MPSRT_API MemorySnapshot memory_snapshot(int device = -1);
+
+}  // namespace mpsrt

@@ -1,0 +1,499 @@
+// Bindings: empty(), Buffer, memory statistics and limits, reclaim callbacks.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "mpsrt/allocator.h"
+#include "mpsrt/device.h"
+#include "mpsrt/error.h"
+#include "mpsrt/stream.h"
+#include "python/bindings.h"
+#include "python/buffer.h"
+
+namespace mpsrt::python {
+
+namespace {
+
+namespace dl = nb::dlpack;
+using DC = dl::dtype_code;
+
+constexpr DType kDTypes[] = {
+    {"uint8", uint8_t(DC::UInt), 8},     {"int8", uint8_t(DC::Int), 8},
+    {"int16", uint8_t(DC::Int), 16},     {"uint16", uint8_t(DC::UInt), 16},
+    {"int32", uint8_t(DC::Int), 32},     {"uint32", uint8_t(DC::UInt), 32},
+    {"int64", uint8_t(DC::Int), 64},     {"uint64", uint8_t(DC::UInt), 64},
+    {"float16", uint8_t(DC::Float), 16}, {"bfloat16", uint8_t(DC::Bfloat), 16},
+    {"float32", uint8_t(DC::Float), 32}, {"float64", uint8_t(DC::Float), 64},
+    {"bool", uint8_t(DC::Bool), 8},
+};
+const DType& kUInt8 = kDTypes[0];
+
+const DType* find_dtype(std::string name) {
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  if (name.rfind("<class 'numpy.", 0) == 0) name = name.substr(14, name.size() - 16);
+  if (name == "float" || name == "half") name = name == "float" ? "float32" : "float16";
+  if (name == "double") name = "float64";
+  if (name == "long") name = "int64";
+  if (name == "int") name = "int32";
+  if (name == "bool_") name = "bool";
+  for (const DType& d : kDTypes) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string dtype_list() {
+  std::string s;
+  for (const DType& d : kDTypes) s += std::string(s.empty() ? "" : ", ") + d.name;
+  return s;
+}
+
+size_t itemsize(const DType& d) {
+  return d.bits / 8;
+}
+
+int device_arg(nb::handle device) {
+  if (device.is_none()) return current_device();
+  if (PyLong_CheckExact(device.ptr())) {
+    const long long i = PyLong_AsLongLong(device.ptr());
+    if (i < 0 || i >= device_count()) {
+      nb::module_::import_("mpsrt._utils").attr("check_index")(device, "empty");
+    }
+    return static_cast<int>(i);
+  }
+  return nb::cast<int>(nb::module_::import_("mpsrt._utils").attr("device_index")(device));
+}
+
+std::vector<int64_t> parse_shape(nb::handle size, size_t* count) {
+  std::vector<int64_t> shape;
+  auto add = [&](nb::handle h) {
+    if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
+      throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
+                            std::string(nb::type_name(h.type()).c_str()))
+                               .c_str());
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+    if (overflow != 0 || v < 0) {
+      throw nb::value_error(("empty(): sizes must be >= 0 and fit in 64 bits, got " +
+                             nb::cast<std::string>(nb::str(h)))
+                                .c_str());
+    }
+    shape.push_back(v);
+  };
+  if (PyLong_Check(size.ptr()) && !PyBool_Check(size.ptr())) {
+    add(size);
+  } else if (PyTuple_Check(size.ptr()) || PyList_Check(size.ptr())) {
+    for (nb::handle h : nb::borrow<nb::sequence>(size)) add(h);
+  } else {
+    throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
+                          std::string(nb::type_name(size.type()).c_str()))
+                             .c_str());
+  }
+  size_t n = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<size_t>::max() / static_cast<size_t>(d)) {
+      throw nb::value_error("empty(): the number of elements overflows 64 bits");
+    }
+    n *= static_cast<size_t>(d);
+  }
+  *count = n;
+  return shape;
+}
+
+Stream stream_arg(nb::handle stream, int device) {
+  if (stream.is_none()) return default_stream(device);
+  throw nb::type_error("empty(): stream must be None until streams are available");
+}
+
+uint16_t to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (absx < 0x38800000u) {                                               // subnormal or zero
+    const float a = std::fabs(f) * 16777216.0f;                           // 2^24
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a)));
+  }
+  uint32_t m = absx + 0xc8000fffu + ((absx >> 13) & 1u);  // rebias + round to nearest even
+  return static_cast<uint16_t>(sign | (m >> 13));
+}
+
+uint16_t to_bfloat(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// The bit pattern of `value` in `dtype` (little-endian), for fill_.
+uint64_t pattern_of(nb::handle value, const DType& d) {
+  const bool is_bool = PyBool_Check(value.ptr());
+  const bool is_int = PyLong_Check(value.ptr()) && !is_bool;
+  const bool is_float = PyFloat_Check(value.ptr());
+  if (!is_bool && !is_int && !is_float) {
+    throw nb::type_error(("fill_(): value must be a bool, int or float, got " +
+                          std::string(nb::type_name(value.type()).c_str()))
+                             .c_str());
+  }
+  if (d.code == uint8_t(DC::Bool)) return nb::cast<bool>(value) ? 1 : 0;
+  if (d.code == uint8_t(DC::Float) || d.code == uint8_t(DC::Bfloat)) {
+    const double v = nb::cast<double>(value);
+    if (d.bits == 64) {
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
+    const float f = static_cast<float>(v);
+    if (d.bits == 32) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    return d.code == uint8_t(DC::Bfloat) ? to_bfloat(f) : to_half(f);
+  }
+  if (is_float) {
+    throw nb::type_error(
+        (std::string("fill_(): a float cannot fill a buffer of ") + d.name + "; pass an int")
+            .c_str());
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  const bool is_signed = d.code == uint8_t(DC::Int);
+  bool ok = overflow == 0;
+  uint64_t u = static_cast<uint64_t>(v);
+  if (!ok && !is_signed && d.bits == 64 && overflow > 0) {
+    u = PyLong_AsUnsignedLongLong(value.ptr());
+    ok = !PyErr_Occurred();
+    PyErr_Clear();
+  } else if (ok) {
+    if (is_signed) {
+      const long long lo =
+          d.bits == 64 ? std::numeric_limits<long long>::min() : -(1LL << (d.bits - 1));
+      const long long hi =
+          d.bits == 64 ? std::numeric_limits<long long>::max() : (1LL << (d.bits - 1)) - 1;
+      ok = v >= lo && v <= hi;
+    } else {
+      ok = v >= 0 && (d.bits == 64 || v < (1LL << d.bits));
+    }
+  }
+  if (!ok) {
+    throw nb::value_error((std::string("fill_(): value ") + nb::cast<std::string>(nb::str(value)) +
+                           " is out of range for " + d.name)
+                              .c_str());
+  }
+  return d.bits == 64 ? u : u & ((uint64_t(1) << d.bits) - 1);
+}
+
+void check_live(const PyBuffer& b) {
+  if (b.nbytes != 0 && !b.buf.defined()) {
+    throw nb::value_error("Buffer: this buffer was released (free()); allocate a new one");
+  }
+}
+
+void wait_for(const PyBuffer& b) {
+  if (!b.buf.defined()) return;
+  nb::gil_scoped_release release;
+  Stream s = b.buf.stream();
+  s.synchronize();
+}
+
+nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle owner) {
+  check_live(b);
+  void* p = b.buf.host_ptr();
+  if (p == nullptr && b.nbytes != 0) {
+    throw std::runtime_error("[buffer] this device's memory is not host-visible; copy it first");
+  }
+  std::vector<size_t> shape(b.shape.begin(), b.shape.end());
+  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
+                       dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
+}
+
+std::string repr(const PyBuffer& b) {
+  std::string shape;
+  for (int64_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  if (b.shape.size() == 1) shape += ",";
+  return "Buffer(shape=(" + shape + "), dtype=" + b.dtype->name +
+         ", device=" + std::to_string(b.device) + ", nbytes=" + std::to_string(b.nbytes) +
+         (b.nbytes != 0 && !b.buf.defined() ? ", released" : "") + ")";
+}
+
+// The calling Python code's frames, innermost first (allocation history with stacks).
+std::shared_ptr<const StackFrames> capture_frames() {
+  if (!PyGILState_Check()) return nullptr;
+  auto frames = std::make_shared<StackFrames>();
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f != nullptr && frames->size() < 64) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    nb::object c = nb::steal(reinterpret_cast<PyObject*>(code));
+    frames->push_back({nb::cast<std::string>(c.attr("co_filename")), PyFrame_GetLineNumber(f),
+                       nb::cast<std::string>(c.attr("co_name"))});
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  return frames;
+}
+
+nb::list frames_list(const std::shared_ptr<const StackFrames>& frames) {
+  nb::list out;
+  if (!frames) return out;
+  for (const StackFrame& f : *frames) {
+    nb::dict d;
+    d["filename"] = f.filename;
+    d["line"] = f.line;
+    d["name"] = f.name;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+const DType& parse_dtype(nb::handle obj, const DType& dflt) {
+  if (obj.is_none()) return dflt;
+  const DType* d = nullptr;
+  if (PyUnicode_Check(obj.ptr())) {
+    d = find_dtype(nb::cast<std::string>(obj));
+  } else {
+    // numpy dtypes and torch dtypes print their names; numpy scalar types print "<class ...>".
+    d = find_dtype(nb::cast<std::string>(nb::str(obj)));
+    if (d == nullptr && nb::hasattr(obj, "__name__")) {
+      d = find_dtype(nb::cast<std::string>(obj.attr("__name__")));
+    }
+    if (d == nullptr && !nb::hasattr(obj, "itemsize") && !nb::hasattr(obj, "is_floating_point")) {
+      throw nb::type_error(("dtype must be a str, a numpy dtype or a torch dtype, got " +
+                            std::string(nb::type_name(obj.type()).c_str()))
+                               .c_str());
+    }
+  }
+  if (d == nullptr) {
+    throw nb::value_error(("unsupported dtype " + nb::cast<std::string>(nb::repr(obj)) +
+                           "; expected one of " + dtype_list())
+                              .c_str());
+  }
+  return *d;
+}
+
+void init_memory(nb::module_& m) {
+  nb::class_<PyBuffer>(m, "Buffer", "Device memory from the caching allocator.")
+      .def_prop_ro("shape",
+                   [](const PyBuffer& b) {
+                     nb::list l;
+                     for (int64_t d : b.shape) l.append(d);
+                     return nb::tuple(l);
+                   })
+      .def_prop_ro("dtype", [](const PyBuffer& b) { return b.dtype->name; })
+      .def_prop_ro("itemsize", [](const PyBuffer& b) { return itemsize(*b.dtype); })
+      .def_prop_ro("nbytes", [](const PyBuffer& b) { return b.nbytes; })
+      .def_prop_ro("device", [](const PyBuffer& b) { return b.device; })
+      .def_prop_ro("data_ptr",
+                   [](const PyBuffer& b) {
+                     check_live(b);
+                     return b.buf.address();
+                   })
+      .def("__repr__", &repr)
+      .def("__len__",
+           [](const PyBuffer& b) {
+             if (b.shape.empty()) throw nb::type_error("len() of a 0-d Buffer");
+             return b.shape[0];
+           })
+      .def(
+          "numpy",
+          [](nb::handle self) {
+            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            wait_for(b);
+            return nb::ndarray<nb::numpy>(as_ndarray(b, self));
+          },
+          "A numpy array sharing the memory (waits for pending work on the buffer first).")
+      .def(
+          "__dlpack__",
+          [](nb::handle self, nb::kwargs kwargs) {
+            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            if (kwargs.contains("copy") && PyObject_IsTrue(kwargs["copy"].ptr()) == 1) {
+              throw nb::buffer_error("__dlpack__(copy=True): mpsrt exports without copying");
+            }
+            if (kwargs.contains("dl_device") && !kwargs["dl_device"].is_none() &&
+                !kwargs["dl_device"].equal(nb::make_tuple(int(nb::device::cpu::value), 0))) {
+              throw nb::buffer_error(
+                  "__dlpack__: mpsrt buffers can only be exported to the "
+                  "device (kDLCPU, 0)");
+            }
+            wait_for(b);
+            // An unversioned DLPack capsule, which every consumer accepts; the stream and
+            // max_version keywords need nothing more once the buffer's work is done.
+            return nb::cast(as_ndarray(b, self));
+          },
+          "DLPack export, zero-copy (waits for pending work on the buffer first).")
+      .def("__dlpack_device__",
+           [](const PyBuffer&) { return nb::make_tuple(int(nb::device::cpu::value), 0); })
+      .def(
+          "fill_",
+          [](nb::handle self, nb::handle value) {
+            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            check_live(b);
+            const uint64_t p = pattern_of(value, *b.dtype);
+            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), b.buf.stream());
+            return nb::borrow(self);
+          },
+          nb::arg("value"), "Fills every element with value, on the buffer's stream.")
+      .def(
+          "copy_",
+          [](nb::handle self, nb::handle src) {
+            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            check_live(b);
+            if (nb::isinstance<PyBuffer>(src)) {
+              const PyBuffer& s = nb::cast<const PyBuffer&>(src);
+              check_live(s);
+              b.buf.copy_from(s.buf, b.buf.stream());
+            } else {
+              // Host data: any C-contiguous buffer-protocol object of the same size.
+              nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
+              const size_t n = nb::cast<size_t>(arr.attr("nbytes"));
+              if (n != b.nbytes) {
+                throw nb::value_error(("copy_(): the source has " + std::to_string(n) +
+                                       " bytes but the buffer " + std::to_string(b.nbytes) +
+                                       "; sizes must match")
+                                          .c_str());
+              }
+              wait_for(b);
+              const auto addr =
+                  nb::cast<uintptr_t>(arr.attr("__array_interface__")["data"][nb::int_(0)]);
+              if (n != 0) std::memcpy(b.buf.host_ptr(), reinterpret_cast<const void*>(addr), n);
+            }
+            return nb::borrow(self);
+          },
+          nb::arg("src"), "Copies a Buffer (on the stream) or host data (now) of equal size.")
+      .def(
+          "record_stream",
+          [](PyBuffer& b, nb::handle stream) {
+            (void)stream;
+            check_live(b);
+            b.buf.record_stream(b.buf.stream());
+          },
+          nb::arg("stream"))
+      .def(
+          "free", [](PyBuffer& b) { b.buf.reset(); },
+          "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
+          "used.");
+
+  m.def(
+      "empty",
+      [](nb::handle size, nb::handle dtype, nb::handle device, nb::handle stream) {
+        size_t count = 0;
+        std::vector<int64_t> shape = parse_shape(size, &count);
+        const DType& dt = parse_dtype(dtype, kUInt8);
+        const int dev = device_arg(device);
+        const Stream s = stream_arg(stream, dev);
+        if (count > std::numeric_limits<size_t>::max() / itemsize(dt)) {
+          throw nb::value_error("empty(): the size in bytes overflows 64 bits");
+        }
+        auto* b = new PyBuffer();
+        b->shape = std::move(shape);
+        b->dtype = &dt;
+        b->device = dev;
+        b->nbytes = count * itemsize(dt);
+        try {
+          b->buf = Buffer(b->nbytes, s);
+        } catch (...) {
+          delete b;
+          throw;
+        }
+        return nb::cast(b, nb::rv_policy::take_ownership);
+      },
+      nb::arg("size"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+      nb::arg("stream") = nb::none(), "Uninitialised device memory from the caching allocator.");
+
+  m.def("memory_stats", &memory_stats, nb::arg("device") = -1);
+  m.def("reset_peak_memory_stats", &reset_peak_memory_stats, nb::arg("device") = -1);
+  m.def("current_allocated_memory", &current_allocated_memory, nb::arg("device") = -1);
+  m.def("reserved_memory", &reserved_memory, nb::arg("device") = -1);
+  m.def("recommended_max_memory", &recommended_max_memory, nb::arg("device") = -1);
+  m.def("empty_cache", &empty_cache, nb::arg("device") = -1,
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("set_per_process_memory_fraction", &set_per_process_memory_fraction, nb::arg("fraction"),
+        nb::arg("device") = -1);
+  m.def("set_cache_limit", &set_cache_limit, nb::arg("bytes"), nb::arg("device") = -1);
+  m.def(
+      "add_reclaim_callback",
+      [](nb::callable fn, int device) {
+        // Runs on the allocating thread with the GIL released by nothing: take it to call.
+        auto holder = std::make_shared<nb::object>(fn);
+        auto call = [holder](size_t needed) -> bool {
+          nb::gil_scoped_acquire gil;
+          try {
+            return nb::cast<bool>((*holder)(needed));
+          } catch (nb::python_error& e) {
+            const std::string what = e.what();
+            throw std::runtime_error(what);
+          }
+        };
+        return add_reclaim_callback(call, device);
+      },
+      nb::arg("fn"), nb::arg("device") = -1);
+  m.def("remove_reclaim_callback", &remove_reclaim_callback, nb::arg("id"), nb::arg("device") = -1);
+  m.def(
+      "_record_memory_history",
+      [](bool enabled, size_t max_entries, bool with_frames, int device) {
+        record_memory_history(
+            enabled, max_entries,
+            with_frames ? std::function<std::shared_ptr<const StackFrames>()>(&capture_frames)
+                        : nullptr,
+            device);
+      },
+      nb::arg("enabled"), nb::arg("max_entries") = 0, nb::arg("with_frames") = true,
+      nb::arg("device") = -1);
+  m.def(
+      "_memory_snapshot",
+      [](int device) {
+        const MemorySnapshot snap = memory_snapshot(device);
+        nb::list segments;
+        for (const SegmentInfo& s : snap.segments) {
+          nb::dict d;
+          d["address"] = s.address;
+          d["total_size"] = s.total_size;
+          d["allocated_size"] = s.allocated_size;
+          d["requested_size"] = s.requested_size;
+          d["pool"] = s.pool;
+          nb::list blocks;
+          for (const BlockInfo& b : s.blocks) {
+            nb::dict bd;
+            bd["address"] = b.address;
+            bd["size"] = b.size;
+            bd["requested_size"] = b.requested_size;
+            bd["allocated"] = b.allocated;
+            bd["frames"] = frames_list(b.frames);
+            blocks.append(bd);
+          }
+          d["blocks"] = blocks;
+          segments.append(d);
+        }
+        nb::list trace;
+        for (const TraceInfo& t : snap.trace) {
+          nb::dict d;
+          d["action"] = t.action;
+          d["addr"] = t.address;
+          d["size"] = t.size;
+          d["stream"] = t.stream;
+          d["time_us"] = t.time_us;
+          d["frames"] = frames_list(t.frames);
+          trace.append(d);
+        }
+        return nb::make_tuple(segments, trace);
+      },
+      nb::arg("device") = -1);
+}
+
+}  // namespace mpsrt::python

@@ -1,0 +1,306 @@
+// Tests of the public device and stream API (mpsrt/mpsrt.h). Each test installs its own
+// environment with Runtime::reset(&env), so nothing depends on the caller's MPSRT_* variables,
+// and restores the process environment with Runtime::reset(nullptr) at the end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/mpsrt.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Env = std::map<std::string, std::string>;
+using mpsrt::detail::Runtime;
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { use_env({}); }
+  void TearDown() override { Runtime::reset(nullptr); }
+
+  // Re-initialises the runtime (lazily, on next use) from env instead of the process's.
+  static void use_env(const Env& env) {
+    const mpsrt::detail::EnvLookup lookup = [&env](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    };
+    Runtime::reset(&lookup);
+  }
+
+  // The internal stream behind mpsrt::default_stream(device).
+  static mpsrt::detail::StreamImpl& stream_impl(int device) {
+    return *mpsrt::default_stream(device).impl();
+  }
+};
+
+TEST_F(RuntimeTest, VersionIsTheProjectVersion) {
+  EXPECT_STREQ(mpsrt::version(), MPSRT_EXPECTED_VERSION);
+}
+
+TEST_F(RuntimeTest, CpuDevicesSetsTheDeviceCount) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  EXPECT_EQ(mpsrt::device_count(), 3);
+  EXPECT_TRUE(mpsrt::is_available());
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  EXPECT_EQ(mpsrt::device_count(), 1);
+}
+
+TEST_F(RuntimeTest, SetDeviceReturnsThePreviousAndValidates) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  EXPECT_EQ(mpsrt::current_device(), 0);
+  EXPECT_EQ(mpsrt::set_device(1), 0);
+  EXPECT_EQ(mpsrt::current_device(), 1);
+  EXPECT_EQ(mpsrt::set_device(2), 1);
+  EXPECT_EQ(mpsrt::current_device(), 2);
+  for (int bad : {-1, 3, 100, -100}) {
+    try {
+      mpsrt::set_device(bad);
+      ADD_FAILURE() << "set_device(" << bad << ") was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(mpsrt::current_device(), 2) << "a rejected set_device changed the device";
+  }
+  EXPECT_EQ(mpsrt::set_device(2), 2);
+  EXPECT_EQ(mpsrt::set_device(0), 2);
+}
+
+TEST_F(RuntimeTest, CurrentDeviceIsPerThread) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  mpsrt::set_device(2);
+  int seen = -1;
+  int seen_after_set = -1;
+  std::thread t([&] {
+    seen = mpsrt::current_device();
+    mpsrt::set_device(1);
+    seen_after_set = mpsrt::current_device();
+  });
+  t.join();
+  EXPECT_EQ(seen, 0) << "a new thread did not start on device 0";
+  EXPECT_EQ(seen_after_set, 1);
+  EXPECT_EQ(mpsrt::current_device(), 2) << "another thread's set_device changed this thread's";
+}
+
+TEST_F(RuntimeTest, ResetReturnsTheCallingThreadToDevice0) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  mpsrt::set_device(2);
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  EXPECT_EQ(mpsrt::current_device(), 0);
+}
+
+TEST_F(RuntimeTest, DevicePropertiesAreFilledIn) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "3"}});
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("device " + std::to_string(i));
+    const mpsrt::DeviceProperties p = mpsrt::get_device_properties(i);
+    EXPECT_EQ(p.index, i);
+    EXPECT_EQ(p.backend, "cpu");
+    EXPECT_FALSE(p.name.empty());
+    EXPECT_GT(p.total_memory, 0u);
+    EXPECT_GT(p.recommended_max_memory, 0u);
+    EXPECT_LE(p.recommended_max_memory, p.total_memory);
+    EXPECT_GT(p.max_buffer_size, 0u);
+    EXPECT_TRUE(p.unified_memory);
+    EXPECT_GT(p.timestamp_period_ns, 0.0);
+    EXPECT_EQ(p.details.rfind("kernels=", 0), 0u) << p.details;
+  }
+  mpsrt::set_device(1);
+  EXPECT_EQ(mpsrt::get_device_properties().index, 1);
+  EXPECT_EQ(mpsrt::get_device_properties(-1).index, 1);
+  EXPECT_THROW(mpsrt::get_device_properties(3), std::invalid_argument);
+  EXPECT_THROW(mpsrt::get_device_properties(-2), std::invalid_argument);
+}
+
+TEST_F(RuntimeTest, CpuIsaReachesTheDevice) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_ISA", "scalar"}});
+  EXPECT_EQ(mpsrt::get_device_properties(0).details, "kernels=scalar");
+}
+
+TEST_F(RuntimeTest, BackendNameAndLists) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  EXPECT_EQ(mpsrt::backend_name(), "cpu");
+  const std::vector<std::string> built = mpsrt::built_backends();
+  const std::vector<std::string> available = mpsrt::available_backends();
+  EXPECT_TRUE(contains(built, "cpu"));
+  EXPECT_TRUE(contains(available, "cpu"));
+  for (const std::string& b : available) EXPECT_TRUE(contains(built, b)) << b;
+  for (const std::string& b : built) {
+    EXPECT_TRUE(b == "cpu" || b == "vulkan" || b == "metal") << b;
+  }
+  // Without MPSRT_BACKEND the best available backend is chosen.
+  use_env({});
+  ASSERT_FALSE(available.empty());
+  EXPECT_EQ(mpsrt::backend_name(), available.front());
+}
+
+TEST_F(RuntimeTest, UnbuiltBackendIsAnInvalidArgumentNamingTheBuiltOnes) {
+  const std::vector<std::string> built = mpsrt::built_backends();
+  int checked = 0;
+  for (const char* name : {"vulkan", "metal"}) {
+    if (contains(built, name)) continue;
+    SCOPED_TRACE(name);
+    use_env({{"MPSRT_BACKEND", name}});
+    try {
+      mpsrt::device_count();
+      ADD_FAILURE() << "MPSRT_BACKEND=" << name << " started in a build without it";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("MPSRT_BACKEND"), std::string::npos) << what;
+      EXPECT_NE(what.find("built backends"), std::string::npos) << what;
+      for (const std::string& b : built) EXPECT_NE(what.find(b), std::string::npos) << what;
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "every backend is built";
+}
+
+TEST_F(RuntimeTest, BadOptionFailsEveryCallAndResetRecovers) {
+  use_env({{"MPSRT_CPU_DEVICES", "0"}});
+  for (int i = 0; i < 2; ++i) {  // the failed initialisation is retried, not cached as good
+    try {
+      mpsrt::device_count();
+      ADD_FAILURE() << "MPSRT_CPU_DEVICES=0 was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("MPSRT_CPU_DEVICES"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(mpsrt::options(), std::invalid_argument);
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "2"}});
+  EXPECT_EQ(mpsrt::device_count(), 2);
+}
+
+TEST_F(RuntimeTest, OptionsShowTheValuesInForce) {
+  use_env({{"MPSRT_BACKEND", "cpu"},
+           {"MPSRT_CPU_DEVICES", "3"},
+           {"PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.75"},
+           {"UNRELATED_VARIABLE", "x"}});
+  std::map<std::string, std::string> values;
+  for (const mpsrt::OptionInfo& o : mpsrt::options()) values[o.name] = o.value;
+  EXPECT_EQ(values.at("MPSRT_BACKEND"), "cpu");
+  EXPECT_EQ(values.at("MPSRT_CPU_DEVICES"), "3");
+  EXPECT_EQ(values.at("MPSRT_HIGH_WATERMARK_RATIO"), "1.75");
+  EXPECT_EQ(values.at("MPSRT_LOW_WATERMARK_RATIO"), "1.4");
+}
+
+TEST_F(RuntimeTest, DefaultStreamCommitAndWaitAndQuery) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "2"}});
+  mpsrt::Stream s0 = mpsrt::default_stream(0);
+  mpsrt::Stream s1 = mpsrt::default_stream(1);
+  EXPECT_EQ(s0.device(), 0);
+  EXPECT_EQ(s1.device(), 1);
+  EXPECT_EQ(s0.id(), 0);
+  EXPECT_EQ(s1.id(), 0);
+  EXPECT_NE(s0, s1);
+  EXPECT_EQ(mpsrt::default_stream(), s0);
+  EXPECT_EQ(mpsrt::default_stream(-1), s0);
+  mpsrt::set_device(1);
+  EXPECT_EQ(mpsrt::default_stream(), s1);
+  EXPECT_THROW(mpsrt::default_stream(2), std::invalid_argument);
+
+  EXPECT_TRUE(s0.query());
+  EXPECT_NO_THROW(s0.commit(mpsrt::SyncType::CommitAndWait));
+  EXPECT_TRUE(s0.query());
+  for (mpsrt::SyncType t :
+       {mpsrt::SyncType::None, mpsrt::SyncType::Commit, mpsrt::SyncType::CommitAndContinue,
+        mpsrt::SyncType::CommitAdaptive, mpsrt::SyncType::CommitAndWait}) {
+    EXPECT_NO_THROW(s1.commit(t));
+  }
+  s1.synchronize();
+  EXPECT_TRUE(s1.query());
+  EXPECT_NO_THROW(mpsrt::synchronize());
+  EXPECT_NO_THROW(mpsrt::synchronize(0));
+  EXPECT_THROW(mpsrt::synchronize(2), std::invalid_argument);
+}
+
+TEST_F(RuntimeTest, QueryIsFalseWhileWorkIsPending) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  mpsrt::Stream s = mpsrt::default_stream(0);
+  auto gate = Runtime::get().device(0).backend_device().create_event();
+  std::atomic<bool> ran{false};
+  stream_impl(0).encode([&](mpsrt::backend::CommandBuffer& cb) {
+    cb.wait(*gate, 1);
+    cb.host_callback([&] { ran = true; });
+  });
+  EXPECT_FALSE(s.query()) << "encoded, uncommitted work counts as pending";
+  s.commit(mpsrt::SyncType::Commit);
+  std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(s.query()) << "committed work that cannot run yet counts as pending";
+  EXPECT_FALSE(ran.load());
+  gate->signal(1);
+  s.synchronize();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(s.query());
+}
+
+TEST_F(RuntimeTest, SynchronizeCommitsEncodedWork) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 5; ++i) {
+    stream_impl(0).encode(
+        [&](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([&] { ran.fetch_add(1); }); });
+  }
+  mpsrt::synchronize(0);
+  EXPECT_EQ(ran.load(), 5);
+  EXPECT_TRUE(mpsrt::default_stream(0).query());
+}
+
+TEST_F(RuntimeTest, StreamReportsACommandFailureOnceAndStaysUsable) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  mpsrt::Stream s = mpsrt::default_stream(0);
+  stream_impl(0).encode(
+      [](mpsrt::backend::CommandBuffer& cb) {
+        cb.host_callback([] { throw std::runtime_error("callback exploded"); });
+      },
+      mpsrt::SyncType::Commit);
+  try {
+    s.synchronize();
+    ADD_FAILURE() << "the failed command was not reported";
+  } catch (const mpsrt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("callback exploded"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(s.query());
+  EXPECT_NO_THROW(s.synchronize()) << "the same failure was reported twice";
+  std::atomic<bool> ran{false};
+  stream_impl(0).encode(
+      [&](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([&] { ran = true; }); },
+      mpsrt::SyncType::CommitAndWait);
+  EXPECT_TRUE(ran.load());
+}
+
+TEST_F(RuntimeTest, ResetWaitsForPendingWork) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  std::atomic<bool> ran{false};
+  stream_impl(0).encode([&](mpsrt::backend::CommandBuffer& cb) {
+    cb.host_callback([&] {
+      std::this_thread::sleep_for(20ms);
+      ran = true;
+    });
+  });  // encoded, not even committed
+  Runtime::reset(nullptr);
+  EXPECT_TRUE(ran.load()) << "the runtime was torn down before its work ran";
+}
+
+TEST_F(RuntimeTest, DriverAllocatedMemory) {
+  use_env({{"MPSRT_BACKEND", "cpu"}, {"MPSRT_CPU_DEVICES", "2"}});
+  const uint64_t held = mpsrt::driver_allocated_memory();
+  EXPECT_LE(held, mpsrt::get_device_properties().total_memory);
+  EXPECT_EQ(mpsrt::driver_allocated_memory(-1), held);
+  EXPECT_LE(mpsrt::driver_allocated_memory(1), mpsrt::get_device_properties(1).total_memory);
+  EXPECT_THROW(mpsrt::driver_allocated_memory(2), std::invalid_argument);
+}
+
+}  // namespace
