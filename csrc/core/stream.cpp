@@ -22,7 +22,9 @@ int StreamImpl::device_index() const noexcept {
 uint64_t StreamImpl::commit_locked() {
   std::unique_ptr<backend::CommandBuffer> cb =
       open_ ? std::move(open_) : queue_->create_command_buffer();
-  const uint64_t seq = ++committed_;
+  const uint64_t seq = committed_.load(std::memory_order_relaxed) + 1;
+  committed_.store(seq, std::memory_order_release);
+  open_pending_.store(false, std::memory_order_release);
   // Cost: the lambda's two words fit std::function's inline storage (no allocation).
   queue_->commit(std::move(cb), [this, seq](const backend::Completion& c) {
     if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);

@@ -2,6 +2,7 @@
 // open command buffer, which is committed according to a SyncType.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,15 +32,18 @@ class StreamImpl {
     std::unique_lock<std::mutex> lock(mu_);
     if (!open_) open_ = queue_->create_command_buffer();
     f(*open_);
+    if (open_->size() > 0) open_pending_.store(true, std::memory_order_release);
     apply_locked(sync, lock);
   }
 
   void commit(SyncType sync);
   /// The timeline value that work encoded so far will reach once complete (the open command
   /// buffer counts as the next commit).
-  uint64_t fence_value() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return committed_ + (open_ && open_->size() > 0 ? 1 : 0);
+  /// Cost: two atomic loads, no lock. Work encoded by other threads concurrently may or may not
+  /// be covered; everything that happened before the call is.
+  uint64_t fence_value() const noexcept {
+    return committed_.load(std::memory_order_acquire) +
+           (open_pending_.load(std::memory_order_acquire) ? 1 : 0);
   }
   /// True once every command buffer up to fence value v has completed. Cost: one atomic load.
   bool reached(uint64_t v) const { return completed_->value() >= v; }
@@ -66,7 +70,9 @@ class StreamImpl {
   std::unique_ptr<backend::TimelineEvent> completed_;
   std::mutex mu_;
   std::unique_ptr<backend::CommandBuffer> open_;
-  uint64_t committed_ = 0;  // sequence number of the last commit; guarded by mu_
+  // Sequence number of the last commit (written under mu_, read lock-free by fence_value).
+  std::atomic<uint64_t> committed_{0};
+  std::atomic<bool> open_pending_{false};  // the open command buffer holds commands
   std::mutex error_mu_;
   std::string error_;
 };

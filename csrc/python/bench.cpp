@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "core/runtime.h"
 #include "core/stream.h"
+#include "mpsrt/allocator.h"
 #include "mpsrt/error.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
@@ -62,10 +64,16 @@ class RawHeap {
       cb.copy({src.heap_.get(), 0}, {heap_.get(), 0}, nbytes_);
     });
   }
-  void c_memset(int value) { std::memset(host(), value, nbytes_); }
+  // Through volatile pointers, so the compiler cannot inline `rep movsb`/`rep stosb` in their
+  // place: these measure the C library's functions.
+  void c_memset(int value) {
+    void* (*volatile fn)(void*, int, size_t) = &std::memset;
+    fn(host(), value, nbytes_);
+  }
   void c_memcpy_from(const RawHeap& src) {
     check_same_size(src);
-    std::memcpy(host(), src.host(), nbytes_);
+    void* (*volatile fn)(void*, const void*, size_t) = &std::memcpy;
+    fn(host(), src.host(), nbytes_);
   }
   nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> numpy(nb::handle owner) {
     size_t shape[1] = {nbytes_};
@@ -106,6 +114,35 @@ void init_bench(nb::module_& m) {
       nb::call_guard<gil_scoped_release>(),
       "Times `iters` commits of an empty command buffer, each waited for, in ns. idle_us > 0 "
       "sleeps before each one, so the queue's worker has parked.");
+  m.def(
+      "alloc_free_ns",
+      [](size_t nbytes, int iters) {
+        // The caching allocator's cache-hit path from C++: a Buffer made and freed.
+        Buffer warm(nbytes);
+        warm.reset();
+        const int64_t t0 = steady_ns();
+        for (int i = 0; i < iters; ++i) {
+          Buffer b(nbytes);
+        }
+        return static_cast<double>(steady_ns() - t0) / iters;
+      },
+      nb::arg("nbytes"), nb::arg("iters"), nb::call_guard<gil_scoped_release>(),
+      "Mean ns of a cached Buffer allocation + free of nbytes on the current device.");
+  m.def(
+      "posix_memalign_free_ns",
+      [](size_t nbytes, int iters) {
+        int (*volatile alloc)(void**, size_t, size_t) = &posix_memalign;
+        void (*volatile release)(void*) = &std::free;
+        const int64_t t0 = steady_ns();
+        for (int i = 0; i < iters; ++i) {
+          void* p = nullptr;
+          if (alloc(&p, 512, nbytes) != 0) throw std::bad_alloc();
+          release(p);
+        }
+        return static_cast<double>(steady_ns() - t0) / iters;
+      },
+      nb::arg("nbytes"), nb::arg("iters"), nb::call_guard<gil_scoped_release>(),
+      "Mean ns of posix_memalign(512) + free of nbytes (the C baseline).");
   nb::class_<RawHeap>(m, "RawHeap", "Raw device memory on the default stream (bench only).")
       .def(nb::init<size_t, int>(), nb::arg("nbytes"), nb::arg("device") = -1)
       .def_prop_ro("nbytes", &RawHeap::nbytes)

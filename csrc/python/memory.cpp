@@ -70,8 +70,8 @@ int device_arg(nb::handle device) {
   return nb::cast<int>(nb::module_::import_("mpsrt._utils").attr("device_index")(device));
 }
 
-std::vector<int64_t> parse_shape(nb::handle size, size_t* count) {
-  std::vector<int64_t> shape;
+Shape parse_shape(nb::handle size, size_t* count) {
+  Shape shape;
   auto add = [&](nb::handle h) {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
       throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
@@ -85,12 +85,19 @@ std::vector<int64_t> parse_shape(nb::handle size, size_t* count) {
                              nb::cast<std::string>(nb::str(h)))
                                 .c_str());
     }
-    shape.push_back(v);
+    if (shape.ndim == Shape::kMaxDims) {
+      throw nb::value_error("empty(): at most 16 dimensions are supported");
+    }
+    shape.dims[shape.ndim++] = v;
   };
   if (PyLong_Check(size.ptr()) && !PyBool_Check(size.ptr())) {
     add(size);
-  } else if (PyTuple_Check(size.ptr()) || PyList_Check(size.ptr())) {
-    for (nb::handle h : nb::borrow<nb::sequence>(size)) add(h);
+  } else if (PyTuple_Check(size.ptr())) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(size.ptr());
+    for (Py_ssize_t i = 0; i < n; ++i) add(PyTuple_GET_ITEM(size.ptr(), i));
+  } else if (PyList_Check(size.ptr())) {
+    const Py_ssize_t n = PyList_GET_SIZE(size.ptr());
+    for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(size.ptr(), i));
   } else {
     throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
                           std::string(nb::type_name(size.type()).c_str()))
@@ -393,25 +400,21 @@ void init_memory(nb::module_& m) {
       "empty",
       [](nb::handle size, nb::handle dtype, nb::handle device, nb::handle stream) {
         size_t count = 0;
-        std::vector<int64_t> shape = parse_shape(size, &count);
+        const Shape shape = parse_shape(size, &count);
         const DType& dt = parse_dtype(dtype, kUInt8);
         const int dev = device_arg(device);
         const Stream s = stream_arg(stream, dev);
         if (count > std::numeric_limits<size_t>::max() / itemsize(dt)) {
           throw nb::value_error("empty(): the size in bytes overflows 64 bits");
         }
-        auto* b = new PyBuffer();
-        b->shape = std::move(shape);
-        b->dtype = &dt;
-        b->device = dev;
-        b->nbytes = count * itemsize(dt);
-        try {
-          b->buf = Buffer(b->nbytes, s);
-        } catch (...) {
-          delete b;
-          throw;
-        }
-        return nb::cast(b, nb::rv_policy::take_ownership);
+        PyBuffer b;
+        b.shape = shape;
+        b.dtype = &dt;
+        b.device = dev;
+        b.nbytes = count * itemsize(dt);
+        b.buf = Buffer(b.nbytes, s);
+        // Moved into the Python object's own storage: one allocation in all.
+        return nb::cast(std::move(b), nb::rv_policy::move);
       },
       nb::arg("size"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
       nb::arg("stream") = nb::none(), "Uninitialised device memory from the caching allocator.");

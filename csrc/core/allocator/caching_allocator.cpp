@@ -117,15 +117,84 @@ Block* CachingAllocator::new_block() {
 }
 
 void CachingAllocator::delete_block(Block* b) {
+  // Keep the vectors' capacity: a reused Block then allocates nothing.
+  std::vector<StreamImpl*> uses = std::move(b->uses);
+  std::vector<StreamFence> fences = std::move(b->fences);
+  uses.clear();
+  fences.clear();
   *b = Block();
+  b->uses = std::move(uses);
+  b->fences = std::move(fences);
   spare_blocks_.push_back(b);
 }
 
+Block*& CachingAllocator::bin_head(size_t size) {
+  if (size <= kSmallRequest) return small_bins_[size / kBlockAlign];
+  return large_bins_[size];
+}
+
+Block* CachingAllocator::try_bin(size_t size, StreamImpl& stream) {
+  if (binned_.empty()) return nullptr;
+  Block*& head = bin_head(size);
+  Block* b = head;
+  if (b == nullptr || !fences_reached(b, &stream)) return nullptr;
+  head = b->next_in_bin;
+  b->next_in_bin = nullptr;
+  b->binned = false;
+  Block* last = binned_.back();
+  binned_[b->bin_pos] = last;
+  last->bin_pos = b->bin_pos;
+  binned_.pop_back();
+  return finish_take(b, stream);
+}
+
+void CachingAllocator::flush_bins() {
+  if (binned_.empty()) return;
+  std::vector<Block*> list;
+  list.swap(binned_);
+  for (Block* b : list) {
+    if (b->size <= kSmallRequest) small_bins_[b->size / kBlockAlign] = nullptr;
+  }
+  large_bins_.clear();
+  // One at a time: a block still binned is never merged into another, so every pointer in
+  // `list` stays valid until its turn.
+  for (Block* b : list) {
+    b->binned = false;
+    b->next_in_bin = nullptr;
+    merge_and_insert(b);
+  }
+  list.clear();
+  binned_.swap(list);  // keep the capacity
+}
+
+void CachingAllocator::merge_and_insert(Block* b) {
+  if (b->prev != nullptr && !b->prev->allocated && !b->prev->binned) {
+    Block* p = b->prev;
+    erase_free(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    merge_fences(p->fences, b->fences);
+    delete_block(b);
+    b = p;
+  }
+  if (b->next != nullptr && !b->next->allocated && !b->next->binned) {
+    Block* n = b->next;
+    erase_free(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    merge_fences(b->fences, n->fences);
+    delete_block(n);
+  }
+  insert_free(b);
+}
+
 void CachingAllocator::insert_free(Block* b) {
-  free_[static_cast<int>(b->pool)].insert(b);
+  free_[free_set(b->pool)].insert(b);
 }
 void CachingAllocator::erase_free(Block* b) {
-  free_[static_cast<int>(b->pool)].erase(b);
+  free_[free_set(b->pool)].erase(b);
 }
 
 void CachingAllocator::emit(const AllocEvent& e) {
@@ -155,6 +224,10 @@ Block* CachingAllocator::take(Block* b, size_t size, StreamImpl& stream) {
     insert_free(r);
     b->size = size;
   }
+  return finish_take(b, stream);
+}
+
+Block* CachingAllocator::finish_take(Block* b, StreamImpl& stream) {
   b->allocated = true;
   b->stream = &stream;
   b->fences.clear();
@@ -165,7 +238,7 @@ Block* CachingAllocator::take(Block* b, size_t size, StreamImpl& stream) {
 }
 
 Block* CachingAllocator::try_reuse(Pool pool, size_t size, StreamImpl& stream) {
-  auto& set = free_[static_cast<int>(pool)];
+  auto& set = free_[free_set(pool)];
   Block key;
   key.size = size;
   int scanned = 0;
@@ -222,9 +295,11 @@ void CachingAllocator::release_heap(HeapRec* h) {
   delete h;  // returns the memory to the backend
 }
 
-size_t CachingAllocator::release_heaps(size_t target) {
+size_t CachingAllocator::release_heaps(size_t target, bool large_only) {
+  flush_bins();
   std::vector<HeapRec*> empty;
   for (HeapRec* h : heaps_) {
+    if (large_only && h->pool == Pool::Small) continue;
     if (h->allocated == 0 && h->first->next == nullptr && fences_reached(h->first, nullptr)) {
       empty.push_back(h);
     }
@@ -261,8 +336,8 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
     heap_size = kLargeHeap;
   } else {
     pool = Pool::Huge;
-    size = round_up(nbytes, kHugeRound);
-    heap_size = size;
+    size = round_up(nbytes, kBlockAlign);  // the block: 512 B steps, like every pool
+    heap_size = round_up(nbytes, kHugeRound);
   }
   ContextPtr ctx;
   if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
@@ -275,7 +350,12 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   }
 
   std::unique_lock<std::mutex> lock(mu_);
-  Block* b = try_reuse(pool, size, stream);
+  Block* b = try_bin(size, stream);
+  if (b == nullptr) b = try_reuse(pool, size, stream);
+  if (b == nullptr && !binned_.empty()) {
+    flush_bins();
+    b = try_reuse(pool, size, stream);
+  }
   bool limited = false;
   if (b == nullptr) {
     const uint64_t low =
@@ -283,6 +363,14 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
                          : 0;
     if (low != 0 && reserved_ + heap_size > low) {
       release_heaps(reserved_ + heap_size - low);  // collect cached heaps, oldest first
+    }
+    if (pool != Pool::Small) {
+      // Consolidate: wholly free large/huge heaps could not serve this request, so give them
+      // back and make one heap big enough for them and the request. Reserved grows by the
+      // request either way, but the next requests of other sizes then split one contiguous
+      // heap instead of finding none of the old heaps big enough.
+      const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true);
+      if (freed != 0) heap_size = round_up(std::max(heap_size, freed + size), kHugeRound);
     }
     b = try_new_heap(pool, size, heap_size, stream, &limited);
   }
@@ -366,10 +454,11 @@ void CachingAllocator::raise_oom(Pool pool, size_t size, size_t heap_size, bool 
 }
 
 void CachingAllocator::free(Block* b) noexcept {
-  std::vector<StreamFence> fences;
-  fences.reserve(1 + b->uses.size());
-  fences.push_back({b->stream, b->stream->fence_value()});
-  for (StreamImpl* s : b->uses) fences.push_back({s, s->fence_value()});
+  // The block is the caller's until it is handed back: record the fences outside the lock.
+  // Cost: one atomic load per stream; the vector keeps its capacity (no allocation).
+  b->fences.clear();
+  b->fences.push_back({b->stream, b->stream->fence_value()});
+  for (StreamImpl* s : b->uses) b->fences.push_back({s, s->fence_value()});
   ContextPtr ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -391,32 +480,23 @@ void CachingAllocator::free(Block* b) noexcept {
     allocated_ -= b->size;
     b->allocated = false;
     b->requested = 0;
-    b->fences = std::move(fences);
     b->uses.clear();
     b->stream = nullptr;
     ctx = std::move(b->context);
-    if (b->prev != nullptr && !b->prev->allocated) {
-      Block* p = b->prev;
-      erase_free(p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      merge_fences(p->fences, b->fences);
-      delete_block(b);
-      b = p;
+    if (b->fences.size() == 1) {
+      // Used by its own stream only: into the exact-size bin, unmerged.
+      Block*& head = bin_head(b->size);
+      b->next_in_bin = head;
+      head = b;
+      b->binned = true;
+      b->bin_pos = binned_.size();
+      binned_.push_back(b);
+    } else {
+      merge_and_insert(b);
     }
-    if (b->next != nullptr && !b->next->allocated) {
-      Block* n = b->next;
-      erase_free(n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      merge_fences(b->fences, n->fences);
-      delete_block(n);
-    }
-    insert_free(b);
     if (h->allocated == 0) h->freed_tick = ++clock_;
     if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
+      flush_bins();
       release_heaps(reserved_ - allocated_ - cache_limit_);
     }
   }

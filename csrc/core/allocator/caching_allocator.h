@@ -3,10 +3,19 @@
 // Size classes (after torch.mps's MPSAllocator), with split and coalesce of free blocks:
 //   request <= 1 MiB   -> small pool, 8 MiB heaps,  sizes rounded to 512 B
 //   request <  10 MiB  -> large pool, 32 MiB heaps, sizes rounded to 512 B
-//   request >= 10 MiB  -> huge pool, a dedicated heap rounded to 2 MiB (split when reused)
+//   request >= 10 MiB  -> huge pool, sizes rounded to 512 B, a dedicated heap rounded to 2 MiB
+// Large and huge heaps share one set of free blocks, so a freed big block can serve a medium
+// request (split) and a free 32 MiB heap a big one: keeping them apart measured 2.6x peak
+// reserved over peak allocated on a mixed-size trace, against 1.1x shared.
 // Every block is 512-byte aligned inside its heap. A free block is found best-fit (smallest
 // size that fits, then lowest address); the rest of the block stays free when it is at least
-// 512 B (small) or 1 MiB (large, huge). Freeing merges a block with free neighbours.
+// 512 B (small) or 1 MiB (large, huge). Freed blocks merge with free neighbours.
+//
+// Fast path: a freed block used by its own stream only goes, unmerged, onto a LIFO bin of
+// its exact size; an allocation of that size on that stream pops it (no tree search, no
+// split). Bins are flushed (merged into the best-fit sets) whenever the bins cannot serve a
+// request, before heaps are released, and for snapshots, so fragmentation behaves as if
+// every free merged at once; each block is flushed at most once per free.
 //
 // Frees are stream-ordered: a freed block remembers, for every stream that used it, the
 // stream's fence (the timeline value its work encoded so far will reach). The block is
@@ -30,6 +39,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.h"
@@ -67,7 +77,10 @@ struct Block {
   Block* prev = nullptr;  // address-order neighbours inside the heap
   Block* next = nullptr;
   bool allocated = false;
+  bool binned = false;  // free, waiting unmerged in an exact-size bin
   Pool pool = Pool::Small;
+  Block* next_in_bin = nullptr;
+  size_t bin_pos = 0;               // index in CachingAllocator::binned_ while binned
   StreamImpl* stream = nullptr;     // allocating stream (while allocated)
   std::vector<StreamImpl*> uses;    // other streams that used it while allocated
   std::vector<StreamFence> fences;  // while free: per stream, work to finish first
@@ -116,11 +129,12 @@ class CachingAllocator {
   void add_observer(AllocatorObserver* o);
   void remove_observer(AllocatorObserver* o);
 
-  /// Runs fn(heaps) under the allocator's lock, to read observers and heaps consistently.
-  /// fn must not call the allocator.
+  /// Runs fn(heaps) under the allocator's lock, with every bin merged, to read observers and
+  /// heaps consistently. fn must not call the allocator.
   template <class F>
-  void locked(F&& fn) const {
+  void locked(F&& fn) {
     std::lock_guard<std::mutex> lock(mu_);
+    flush_bins();
     fn(static_cast<const std::set<HeapRec*>&>(heaps_));
   }
 
@@ -130,12 +144,18 @@ class CachingAllocator {
 
  private:
   Block* try_reuse(Pool pool, size_t size, StreamImpl& stream);
+  Block* try_bin(size_t size, StreamImpl& stream);
+  Block*& bin_head(size_t size);
+  void flush_bins();
+  void merge_and_insert(Block* b);
+  Block* finish_take(Block* b, StreamImpl& stream);
   Block* try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream, bool* limited);
   Block* take(Block* b, size_t size, StreamImpl& stream);
   void insert_free(Block* b);
   void erase_free(Block* b);
   bool fences_reached(const Block* b, const StreamImpl* except) const;
-  size_t release_heaps(size_t target);  // empty heaps, oldest first; returns bytes released
+  // Releases wholly free heaps, oldest first, until `target` bytes; returns the bytes released.
+  size_t release_heaps(size_t target, bool large_only = false);
   void release_heap(HeapRec* h);
   void emit(const AllocEvent& e);
   Block* new_block();
@@ -152,7 +172,9 @@ class CachingAllocator {
   const double low_ratio_;
   const uint32_t debug_flags_;
   mutable std::mutex mu_;
-  std::array<std::set<Block*, BySize>, kNumPools> free_;
+  // Free blocks by pool: [0] small, [1] large and huge together.
+  std::array<std::set<Block*, BySize>, 2> free_;
+  static int free_set(Pool p) noexcept { return p == Pool::Small ? 0 : 1; }
   std::set<HeapRec*> heaps_;
   size_t reserved_ = 0;
   size_t allocated_ = 0;
@@ -161,6 +183,10 @@ class CachingAllocator {
   uint64_t next_heap_serial_ = 0;
   uint64_t next_block_id_ = 0;
   std::vector<Block*> spare_blocks_;
+  // Exact-size bins: direct-mapped up to 1 MiB (512 B steps), hashed above.
+  std::vector<Block*> small_bins_ = std::vector<Block*>(kSmallRequest / kBlockAlign + 1, nullptr);
+  std::unordered_map<size_t, Block*> large_bins_;
+  std::vector<Block*> binned_;  // exactly the binned blocks (swap-removed when taken)
   std::map<int, std::function<bool(size_t)>> reclaim_;
   int next_reclaim_id_ = 1;
   std::vector<AllocatorObserver*> observers_;
