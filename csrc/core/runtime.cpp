@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/allocator/caching_allocator.h"
+#include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
 #include "core/stream.h"
@@ -65,10 +66,14 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   default_stream_ = std::make_unique<StreamImpl>(*this, 0, 0);
   stats_ = std::make_unique<MemoryStats>();
   history_ = std::make_unique<History>();
-  allocator_ = std::make_unique<CachingAllocator>(
-      *this, options.high_watermark_ratio, options.low_watermark_ratio, options.debug_allocator);
+  allocator_ = std::make_unique<CachingAllocator>(*this, options.high_watermark_ratio,
+                                                  options.low_watermark_ratio);
   allocator_->add_observer(stats_.get());
   allocator_->add_observer(history_.get());
+  if (options.debug_allocator != 0) {
+    debug_log_ = std::make_unique<DebugLog>(index, options.debug_allocator);
+    allocator_->add_observer(debug_log_.get());
+  }
 }
 
 DeviceContext::~DeviceContext() {

@@ -16,6 +16,7 @@ class StreamImpl;
 class CachingAllocator;
 class MemoryStats;
 class History;
+class DebugLog;
 inline int& current_device_slot() noexcept;
 
 /// One open device: the backend device and the core state that belongs to it.
@@ -44,6 +45,7 @@ class DeviceContext {
   std::unique_ptr<StreamImpl> default_stream_;
   std::unique_ptr<MemoryStats> stats_;
   std::unique_ptr<History> history_;
+  std::unique_ptr<DebugLog> debug_log_;
   std::unique_ptr<CachingAllocator> allocator_;
 };
 

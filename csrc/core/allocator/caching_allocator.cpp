@@ -80,13 +80,12 @@ bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const 
   return a->offset < b->offset;
 }
 
-CachingAllocator::CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio,
-                                   uint32_t debug_flags)
+CachingAllocator::CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio)
     : device_(device),
       recommended_max_(device.backend_device().info().recommended_max_memory),
       high_ratio_(high_ratio),
       low_ratio_(low_ratio),
-      debug_flags_(debug_flags) {}
+      max_buffer_(device.backend_device().info().max_buffer_size) {}
 
 CachingAllocator::~CachingAllocator() {
   // Every buffer must be gone (the runtime is torn down only after the device is idle).
@@ -320,7 +319,7 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   Pool pool;
   size_t size;
   size_t heap_size;
-  const size_t max_buffer = device_.backend_device().info().max_buffer_size;
+  const size_t max_buffer = max_buffer_;
   if (MPSRT_UNLIKELY(nbytes > max_buffer)) {
     throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
               std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
@@ -343,13 +342,13 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
     ContextFn fn;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<SpinLock> lock(mu_);
       fn = context_fn_;
     }
     if (fn) ctx = fn();
   }
 
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<SpinLock> lock(mu_);
   Block* b = try_bin(size, stream);
   if (b == nullptr) b = try_reuse(pool, size, stream);
   if (b == nullptr && !binned_.empty()) {
@@ -422,11 +421,6 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   e.split = b->prev != nullptr || b->next != nullptr;
   e.context = &b->context;
   emit(e);
-  if (MPSRT_UNLIKELY(debug_flags_ & 4u) && (!(debug_flags_ & 8u) || pool != Pool::Small)) {
-    std::fprintf(stderr, "[allocator] device %d: alloc %s (block %s, %s pool) at 0x%" PRIx64 "\n",
-                 device_.index(), human(nbytes).c_str(), human(b->size).c_str(), pool_name(pool),
-                 b->address());
-  }
   return b;
 }
 
@@ -461,7 +455,7 @@ void CachingAllocator::free(Block* b) noexcept {
   for (StreamImpl* s : b->uses) b->fences.push_back({s, s->fence_value()});
   ContextPtr ctx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     AllocEvent e{AllocAction::FreeRequested};
     e.pool = static_cast<int>(b->pool);
     e.address = b->address();
@@ -471,10 +465,6 @@ void CachingAllocator::free(Block* b) noexcept {
     e.split = b->prev != nullptr || b->next != nullptr;
     e.context = &b->context;
     emit(e);
-    if (MPSRT_UNLIKELY(debug_flags_ & 2u) && (!(debug_flags_ & 8u) || b->pool != Pool::Small)) {
-      std::fprintf(stderr, "[allocator] device %d: free %s at 0x%" PRIx64 "\n", device_.index(),
-                   human(b->size).c_str(), b->address());
-    }
     HeapRec* h = b->heap;
     h->allocated -= b->size;
     allocated_ -= b->size;
@@ -503,7 +493,7 @@ void CachingAllocator::free(Block* b) noexcept {
 }
 
 void CachingAllocator::record_stream(Block* b, StreamImpl& stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (&stream == b->stream) return;
   if (std::find(b->uses.begin(), b->uses.end(), &stream) == b->uses.end()) {
     b->uses.push_back(&stream);
@@ -511,7 +501,7 @@ void CachingAllocator::record_stream(Block* b, StreamImpl& stream) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   release_heaps(SIZE_MAX);
   emit(AllocEvent{AllocAction::EmptyCache});
 }
@@ -521,14 +511,14 @@ double CachingAllocator::set_memory_fraction(double fraction) {
     throw_invalid("[allocator] invalid memory fraction " + std::to_string(fraction) +
                   ": expected 0 <= fraction <= 2 (0 disables the limit)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const double prev = high_ratio_;
   high_ratio_ = fraction;
   return prev;
 }
 
 size_t CachingAllocator::set_cache_limit(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const size_t prev = cache_limit_;
   cache_limit_ = bytes;
   if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
@@ -538,7 +528,7 @@ size_t CachingAllocator::set_cache_limit(size_t bytes) {
 }
 
 int CachingAllocator::add_reclaim_callback(std::function<bool(size_t)> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const int id = next_reclaim_id_++;
   reclaim_[id] = std::move(fn);
   return id;
@@ -546,7 +536,7 @@ int CachingAllocator::add_reclaim_callback(std::function<bool(size_t)> fn) {
 
 void CachingAllocator::remove_reclaim_callback(int id) {
   std::function<bool(size_t)> dropped;  // destroyed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto it = reclaim_.find(id);
   if (it == reclaim_.end()) {
     throw_invalid("[allocator] no reclaim callback with id " + std::to_string(id));
@@ -556,28 +546,28 @@ void CachingAllocator::remove_reclaim_callback(int id) {
 }
 
 uint64_t CachingAllocator::allocated_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return allocated_;
 }
 
 uint64_t CachingAllocator::reserved_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return reserved_;
 }
 
 void CachingAllocator::add_observer(AllocatorObserver* o) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   observers_.push_back(o);
 }
 
 void CachingAllocator::remove_observer(AllocatorObserver* o) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
 }
 
 void CachingAllocator::set_context_fn(ContextFn fn) {
   ContextFn old;  // destroyed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   recording_.store(static_cast<bool>(fn), std::memory_order_relaxed);
   old = std::move(context_fn_);
   context_fn_ = std::move(fn);

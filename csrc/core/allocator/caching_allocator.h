@@ -44,6 +44,7 @@
 
 #include "backends/backend.h"
 #include "core/allocator/events.h"
+#include "core/spin_lock.h"
 
 namespace mpsrt::detail {
 
@@ -102,8 +103,7 @@ struct HeapRec {
 
 class CachingAllocator {
  public:
-  CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio,
-                   uint32_t debug_flags);
+  CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -133,7 +133,7 @@ class CachingAllocator {
   /// heaps consistently. fn must not call the allocator.
   template <class F>
   void locked(F&& fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     flush_bins();
     fn(static_cast<const std::set<HeapRec*>&>(heaps_));
   }
@@ -170,8 +170,8 @@ class CachingAllocator {
   const uint64_t recommended_max_;
   double high_ratio_;
   const double low_ratio_;
-  const uint32_t debug_flags_;
-  mutable std::mutex mu_;
+  const size_t max_buffer_;
+  mutable SpinLock mu_;
   // Free blocks by pool: [0] small, [1] large and huge together.
   std::array<std::set<Block*, BySize>, 2> free_;
   static int free_set(Pool p) noexcept { return p == Pool::Small ? 0 : 1; }
