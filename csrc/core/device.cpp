@@ -72,25 +72,4 @@ std::vector<OptionInfo> options() {
   return detail::describe_options(Runtime::get().options());
 }
 
-// ---------------------------------------------------------------- Stream
-int Stream::device() const noexcept {
-  return impl_->device_index();
-}
-int64_t Stream::id() const noexcept {
-  return impl_->id();
-}
-void Stream::commit(SyncType type) {
-  impl_->commit(type);
-}
-void Stream::synchronize() {
-  impl_->synchronize();
-}
-bool Stream::query() {
-  return impl_->query();
-}
-
-Stream default_stream(int device) {
-  return Stream(&Runtime::get().device(device).default_stream());
-}
-
 }  // namespace mpsrt

@@ -1,5 +1,6 @@
 #include "core/runtime.h"
 
+#include <exception>
 #include <map>
 #include <string>
 
@@ -11,6 +12,18 @@
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
+
+namespace {
+// The calling thread's current streams, per device. A table belongs to one runtime
+// generation: after a reset every thread starts again from the default streams.
+constexpr int kMaxDevices = 64;
+struct CurrentStreams {
+  uint64_t generation = 0;
+  std::array<StreamImpl*, kMaxDevices> stream{};
+};
+thread_local CurrentStreams tls_streams;
+std::atomic<uint64_t> g_generation{0};
+}  // namespace
 
 std::atomic<Runtime*> Runtime::instance_{nullptr};
 
@@ -62,8 +75,9 @@ backend::Backend& choose_backend(const Options& o) {
 
 DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
                              const Options& options)
-    : index_(index), dev_(std::move(dev)) {
+    : index_(index), dev_(std::move(dev)), generation_(++g_generation) {
   default_stream_ = std::make_unique<StreamImpl>(*this, 0, 0);
+  all_streams_.push_back(default_stream_.get());
   stats_ = std::make_unique<MemoryStats>();
   history_ = std::make_unique<History>();
   allocator_ = std::make_unique<CachingAllocator>(*this, options.high_watermark_ratio,
@@ -79,7 +93,69 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
 DeviceContext::~DeviceContext() {
   wait_idle();
   allocator_.reset();  // heaps go back to the backend before its device is closed
+  for (auto& cls : pool_) {
+    for (auto& s : cls) s.reset();
+  }
   default_stream_.reset();
+  free_events_.clear();
+  all_events_.clear();
+}
+
+StreamImpl& DeviceContext::current_stream() noexcept {
+  CurrentStreams& t = tls_streams;
+  if (MPSRT_LIKELY(t.generation == generation_)) {
+    StreamImpl* s = t.stream[static_cast<size_t>(index_)];
+    if (s != nullptr) return *s;
+  }
+  return *default_stream_;
+}
+
+StreamImpl& DeviceContext::set_current_stream(StreamImpl& s) noexcept {
+  CurrentStreams& t = tls_streams;
+  if (t.generation != generation_) {
+    t.stream.fill(nullptr);
+    t.generation = generation_;
+  }
+  StreamImpl* prev = t.stream[static_cast<size_t>(index_)];
+  t.stream[static_cast<size_t>(index_)] = &s;
+  return prev != nullptr ? *prev : *default_stream_;
+}
+
+StreamImpl& DeviceContext::pool_stream(int priority) {
+  const int cls = priority < 0 ? 0 : (priority == 0 ? 1 : 2);
+  const uint32_t k = pool_next_[static_cast<size_t>(cls)].fetch_add(1, std::memory_order_relaxed) %
+                     kPoolStreamsPerPriority;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  auto& slot = pool_[static_cast<size_t>(cls)][k];
+  if (!slot) {
+    slot =
+        std::make_unique<StreamImpl>(*this, next_stream_id_++, cls == 0 ? -1 : (cls == 1 ? 0 : 1));
+    all_streams_.push_back(slot.get());
+  }
+  return *slot;
+}
+
+std::vector<StreamImpl*> DeviceContext::streams() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  return all_streams_;
+}
+
+PooledEvent* DeviceContext::acquire_event() {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (!free_events_.empty()) {
+    PooledEvent* e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  auto e = std::make_unique<PooledEvent>();
+  e->event = dev_->create_event();
+  all_events_.push_back(std::move(e));
+  return all_events_.back().get();
+}
+
+void DeviceContext::release_event(PooledEvent* e) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  free_events_.push_back(e);
 }
 
 DeviceProperties DeviceContext::properties(const char* backend_name) const {
@@ -98,11 +174,20 @@ DeviceProperties DeviceContext::properties(const char* backend_name) const {
 }
 
 void DeviceContext::synchronize() {
-  default_stream_->synchronize();
+  // Every stream is waited for even when one failed; the first failure is raised after.
+  std::exception_ptr first;
+  for (StreamImpl* s : streams()) {
+    try {
+      s->synchronize();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 void DeviceContext::wait_idle() {
-  default_stream_->wait_idle();
+  for (StreamImpl* s : streams()) s->wait_idle();
 }
 
 Runtime::Runtime(Options options) : options_(std::move(options)) {

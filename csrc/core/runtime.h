@@ -1,6 +1,7 @@
 // The process-wide runtime: options, the active backend and its devices, opened lazily.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,15 @@ class History;
 class DebugLog;
 inline int& current_device_slot() noexcept;
 
+/// A backend timeline event with the bookkeeping that lets it be reused: values only grow
+/// (a late signal from a previous owner can never complete a newer record), and the
+/// timestamp slot the device writes into outlives every command that refers to it.
+struct PooledEvent {
+  std::unique_ptr<backend::TimelineEvent> event;
+  uint64_t last_value = 0;    // highest value ever recorded (guarded by the owner)
+  uint64_t timestamp_ns = 0;  // written by the device at the last timed record
+};
+
 /// One open device: the backend device and the core state that belongs to it.
 class DeviceContext {
  public:
@@ -31,10 +41,27 @@ class DeviceContext {
   backend::Device& backend_device() noexcept { return *dev_; }
   DeviceProperties properties(const char* backend_name) const;
   StreamImpl& default_stream() noexcept { return *default_stream_; }
+  /// A stream from the device's pool, round-robin within its priority class (as torch.cuda):
+  /// priority < 0 high, 0 normal, > 0 low. Pool streams are created on first use and live as
+  /// long as the device.
+  StreamImpl& pool_stream(int priority);
+  /// The calling thread's current stream on this device (the default stream until set).
+  StreamImpl& current_stream() noexcept;
+  /// Makes s the calling thread's current stream on this device; returns the previous one.
+  StreamImpl& set_current_stream(StreamImpl& s) noexcept;
+  /// Every stream created on the device, the default stream first.
+  std::vector<StreamImpl*> streams();
   /// Waits for every stream of the device; rethrows the first stream error.
   void synchronize();
   /// Waits for every stream without consuming errors.
   void wait_idle();
+  /// A timeline event from the device's pool. Pooled events live as long as the device, so a
+  /// command still waiting on or signalling a released one stays safe.
+  PooledEvent* acquire_event();
+  void release_event(PooledEvent* e);
+
+  static constexpr int kPoolStreamsPerPriority = 8;
+  static constexpr int kPriorityClasses = 3;
   CachingAllocator& allocator() noexcept { return *allocator_; }
   MemoryStats& stats() noexcept { return *stats_; }
   History& history() noexcept { return *history_; }
@@ -43,6 +70,16 @@ class DeviceContext {
   int index_;
   std::unique_ptr<backend::Device> dev_;
   std::unique_ptr<StreamImpl> default_stream_;
+  std::mutex streams_mu_;
+  std::array<std::array<std::unique_ptr<StreamImpl>, kPoolStreamsPerPriority>, kPriorityClasses>
+      pool_;
+  std::array<std::atomic<uint32_t>, kPriorityClasses> pool_next_{};
+  int64_t next_stream_id_ = 1;
+  std::vector<StreamImpl*> all_streams_;  // guarded by streams_mu_
+  std::mutex events_mu_;
+  std::vector<std::unique_ptr<PooledEvent>> all_events_;
+  std::vector<PooledEvent*> free_events_;
+  uint64_t generation_;  // matches the thread-local current-stream table to this device
   std::unique_ptr<MemoryStats> stats_;
   std::unique_ptr<History> history_;
   std::unique_ptr<DebugLog> debug_log_;

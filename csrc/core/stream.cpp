@@ -1,11 +1,13 @@
 #include "core/stream.h"
 
+#include "core/allocator/caching_allocator.h"
 #include "core/runtime.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
 
-StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority) : device_(device), id_(id) {
+StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority)
+    : device_(device), id_(id), priority_(priority) {
   queue_ = device_.backend_device().create_queue(priority);
   completed_ = device_.backend_device().create_event();
 }
@@ -23,6 +25,9 @@ uint64_t StreamImpl::commit_locked() {
   std::unique_ptr<backend::CommandBuffer> cb =
       open_ ? std::move(open_) : queue_->create_command_buffer();
   const uint64_t seq = committed_.load(std::memory_order_relaxed) + 1;
+  // Back-pressure: at most kMaxInFlight command buffers queued; the encoder waits (holding
+  // the stream's lock, so every encoder on this stream waits) for the oldest to finish.
+  if (MPSRT_UNLIKELY(seq > kMaxInFlight)) completed_->wait(seq - kMaxInFlight, -1);
   committed_.store(seq, std::memory_order_release);
   open_pending_.store(false, std::memory_order_release);
   // Cost: the lambda's two words fit std::function's inline storage (no allocation).
@@ -39,8 +44,11 @@ void StreamImpl::apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock)
       return;
     case SyncType::Commit:
     case SyncType::CommitAndContinue:
-    case SyncType::CommitAdaptive:
       commit_locked();
+      return;
+    case SyncType::CommitAdaptive:
+      // Commit only when memory is tight: freed buffers then become reusable sooner.
+      if (open_ && open_->size() > 0 && device_.allocator().under_pressure()) commit_locked();
       return;
     case SyncType::CommitAndWait: {
       const uint64_t seq = commit_locked();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,13 @@ class StreamImpl {
   }
 
   void commit(SyncType sync);
+  /// Encodes fn to run on a runtime thread after the stream's work so far, and commits.
+  void add_callback(std::function<void()> fn) {
+    encode([&](backend::CommandBuffer& cb) { cb.host_callback(std::move(fn)); }, SyncType::Commit);
+  }
+  int priority() const noexcept { return priority_; }
+  /// Command buffers a stream may have committed and not completed before commit() waits.
+  static constexpr uint64_t kMaxInFlight = 64;
   /// The timeline value that work encoded so far will reach once complete (the open command
   /// buffer counts as the next commit).
   /// Cost: two atomic loads, no lock. Work encoded by other threads concurrently may or may not
@@ -44,6 +52,10 @@ class StreamImpl {
   uint64_t fence_value() const noexcept {
     return committed_.load(std::memory_order_acquire) +
            (open_pending_.load(std::memory_order_acquire) ? 1 : 0);
+  }
+  /// True once the command buffer with sequence number `seq` has been committed.
+  bool committed_up_to(uint64_t seq) const noexcept {
+    return committed_.load(std::memory_order_acquire) >= seq;
   }
   /// True once every command buffer up to fence value v has completed. Cost: one atomic load.
   bool reached(uint64_t v) const { return completed_->value() >= v; }
@@ -64,6 +76,7 @@ class StreamImpl {
 
   DeviceContext& device_;
   int64_t id_;
+  int priority_;
   std::unique_ptr<backend::Queue> queue_;
   // Host-signalled from each completion callback with the command buffer's sequence number,
   // after any error is recorded: a waiter that wakes always sees the error.

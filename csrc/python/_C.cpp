@@ -12,6 +12,7 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = mpsrt::version();
   nb::exception<mpsrt::OutOfMemory>(m, "OutOfMemoryError", PyExc_RuntimeError);
   mpsrt::python::init_device(m);
+  mpsrt::python::init_stream(m);
   mpsrt::python::init_memory(m);
   nb::module_ bench = m.def_submodule("_bench", "Measurement hooks for `python -m bench`.");
   mpsrt::python::init_bench(bench);

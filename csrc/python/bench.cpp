@@ -15,6 +15,7 @@
 #include "core/stream.h"
 #include "mpsrt/allocator.h"
 #include "mpsrt/error.h"
+#include "mpsrt/event.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
 
@@ -128,6 +129,39 @@ void init_bench(nb::module_& m) {
       },
       nb::arg("nbytes"), nb::arg("iters"), nb::call_guard<gil_scoped_release>(),
       "Mean ns of a cached Buffer allocation + free of nbytes on the current device.");
+  m.def(
+      "event_record_query_ns",
+      [](int iters) {
+        // An event recorded on the current stream and queried at once, from C++.
+        Stream s = current_stream();
+        Event e;
+        const int64_t t0 = steady_ns();
+        for (int i = 0; i < iters; ++i) {
+          e.record(s);
+          (void)e.query();
+        }
+        const int64_t t1 = steady_ns();
+        s.synchronize();
+        return static_cast<double>(t1 - t0) / iters;
+      },
+      nb::arg("iters"), nb::call_guard<gil_scoped_release>());
+  m.def(
+      "encode_fill_ns",
+      [](int iters) {
+        // Encoding one small fill into the open command buffer (no commit), from C++.
+        Stream s = current_stream();
+        Buffer b(256, s);
+        s.synchronize();
+        const int64_t t0 = steady_ns();
+        for (int i = 0; i < iters; ++i) {
+          b.fill(static_cast<uint64_t>(i), 1, s);
+          if ((i & 255) == 255) s.commit(SyncType::Commit);  // keep the batch bounded
+        }
+        const int64_t t1 = steady_ns();
+        s.synchronize();
+        return static_cast<double>(t1 - t0) / iters;
+      },
+      nb::arg("iters"), nb::call_guard<gil_scoped_release>());
   m.def(
       "posix_memalign_free_ns",
       [](size_t nbytes, int iters) {

@@ -6,7 +6,12 @@
 namespace mpsrt::python {
 namespace nb = nanobind;
 
+/// The device index a Python argument names (None: the current device), checked; errors as
+/// mpsrt._utils.device_index raises them. `caller` names the function in messages.
+int device_arg(nb::handle device, const char* caller);
+
 void init_device(nb::module_& m);
+void init_stream(nb::module_& m);
 void init_memory(nb::module_& m);
 void init_bench(nb::module_& m);
 

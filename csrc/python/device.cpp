@@ -26,6 +26,19 @@ std::string props_repr(const DeviceProperties& p) {
 }
 }  // namespace
 
+int device_arg(nb::handle device, const char* caller) {
+  if (device.is_none()) return current_device();
+  if (PyLong_CheckExact(device.ptr())) {
+    int overflow = 0;
+    const long long i = PyLong_AsLongLongAndOverflow(device.ptr(), &overflow);
+    if (overflow == 0 && i >= 0 && i < device_count()) return static_cast<int>(i);
+  }
+  // Everything else (strings, torch.device, bad values) through the Python checks, so the
+  // messages are the same everywhere.
+  nb::object fn = nb::module_::import_("mpsrt._utils").attr("device_index");
+  return nb::cast<int>(fn(device, nb::arg("caller") = caller));
+}
+
 void init_device(nb::module_& m) {
   using nb::gil_scoped_release;
   nb::class_<DeviceProperties>(m, "DeviceProperties", "What a device is and offers (bytes).")

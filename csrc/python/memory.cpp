@@ -58,18 +58,6 @@ size_t itemsize(const DType& d) {
   return d.bits / 8;
 }
 
-int device_arg(nb::handle device) {
-  if (device.is_none()) return current_device();
-  if (PyLong_CheckExact(device.ptr())) {
-    const long long i = PyLong_AsLongLong(device.ptr());
-    if (i < 0 || i >= device_count()) {
-      nb::module_::import_("mpsrt._utils").attr("check_index")(device, "empty");
-    }
-    return static_cast<int>(i);
-  }
-  return nb::cast<int>(nb::module_::import_("mpsrt._utils").attr("device_index")(device));
-}
-
 Shape parse_shape(nb::handle size, size_t* count) {
   Shape shape;
   auto add = [&](nb::handle h) {
@@ -115,8 +103,19 @@ Shape parse_shape(nb::handle size, size_t* count) {
 }
 
 Stream stream_arg(nb::handle stream, int device) {
-  if (stream.is_none()) return default_stream(device);
-  throw nb::type_error("empty(): stream must be None until streams are available");
+  if (stream.is_none()) return current_stream(device);
+  if (!nb::isinstance<Stream>(stream)) {
+    throw nb::type_error(("empty(): stream must be an mpsrt.Stream or None, got " +
+                          std::string(nb::type_name(stream.type()).c_str()))
+                             .c_str());
+  }
+  const Stream s = nb::cast<Stream>(stream);
+  if (s.device() != device) {
+    throw nb::value_error(("empty(): the stream is on device " + std::to_string(s.device()) +
+                           " but device " + std::to_string(device) + " was asked for")
+                              .c_str());
+  }
+  return s;
 }
 
 uint16_t to_half(float f) {
@@ -208,11 +207,11 @@ void check_live(const PyBuffer& b) {
   }
 }
 
+// Host access waits for every stream of the device: any of them may still use the memory.
 void wait_for(const PyBuffer& b) {
   if (!b.buf.defined()) return;
   nb::gil_scoped_release release;
-  Stream s = b.buf.stream();
-  s.synchronize();
+  synchronize(b.device);
 }
 
 nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle owner) {
@@ -326,6 +325,16 @@ void init_memory(nb::module_& m) {
           },
           "A numpy array sharing the memory (waits for pending work on the buffer first).")
       .def(
+          "_raw",
+          [](nb::handle self) {
+            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            wait_for(b);
+            check_live(b);
+            size_t shape[1] = {b.nbytes};
+            return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.buf.host_ptr(), 1, shape, self);
+          },
+          "A flat uint8 numpy view of the bytes (waits for pending work first).")
+      .def(
           "__dlpack__",
           [](nb::handle self, nb::kwargs kwargs) {
             PyBuffer& b = nb::cast<PyBuffer&>(self);
@@ -352,10 +361,10 @@ void init_memory(nb::module_& m) {
             PyBuffer& b = nb::cast<PyBuffer&>(self);
             check_live(b);
             const uint64_t p = pattern_of(value, *b.dtype);
-            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), b.buf.stream());
+            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), current_stream(b.device));
             return nb::borrow(self);
           },
-          nb::arg("value"), "Fills every element with value, on the buffer's stream.")
+          nb::arg("value"), "Fills every element with value, on the current stream.")
       .def(
           "copy_",
           [](nb::handle self, nb::handle src) {
@@ -364,7 +373,7 @@ void init_memory(nb::module_& m) {
             if (nb::isinstance<PyBuffer>(src)) {
               const PyBuffer& s = nb::cast<const PyBuffer&>(src);
               check_live(s);
-              b.buf.copy_from(s.buf, b.buf.stream());
+              b.buf.copy_from(s.buf, current_stream(b.device));
             } else {
               // Host data: any C-contiguous buffer-protocol object of the same size.
               nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
@@ -382,15 +391,22 @@ void init_memory(nb::module_& m) {
             }
             return nb::borrow(self);
           },
-          nb::arg("src"), "Copies a Buffer (on the stream) or host data (now) of equal size.")
+          nb::arg("src"),
+          "Copies a Buffer (on the current stream) or host data (at once) of equal size.")
       .def(
           "record_stream",
           [](PyBuffer& b, nb::handle stream) {
-            (void)stream;
+            if (!nb::isinstance<Stream>(stream)) {
+              throw nb::type_error(("record_stream(): expected an mpsrt.Stream, got " +
+                                    std::string(nb::type_name(stream.type()).c_str()))
+                                       .c_str());
+            }
             check_live(b);
-            b.buf.record_stream(b.buf.stream());
+            b.buf.record_stream(nb::cast<Stream>(stream));
           },
-          nb::arg("stream"))
+          nb::arg("stream"),
+          "Marks the buffer as used by `stream`: its memory is not reused elsewhere until the "
+          "stream's work so far is done (commands on other streams record this themselves).")
       .def(
           "free", [](PyBuffer& b) { b.buf.reset(); },
           "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
@@ -402,7 +418,9 @@ void init_memory(nb::module_& m) {
         size_t count = 0;
         const Shape shape = parse_shape(size, &count);
         const DType& dt = parse_dtype(dtype, kUInt8);
-        const int dev = device_arg(device);
+        const int dev = device.is_none() && !stream.is_none() && nb::isinstance<Stream>(stream)
+                            ? nb::cast<Stream>(stream).device()
+                            : device_arg(device, "empty");
         const Stream s = stream_arg(stream, dev);
         if (count > std::numeric_limits<size_t>::max() / itemsize(dt)) {
           throw nb::value_error("empty(): the size in bytes overflows 64 bits");

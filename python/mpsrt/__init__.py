@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _C, memory
-from ._C import Buffer, DeviceProperties, OutOfMemoryError
+from . import _C, comm, memory
+from ._C import Buffer, DeviceProperties, Event, OutOfMemoryError, Stream
 from ._utils import DeviceLike, device_index
 from .memory import (
     current_allocated_memory,
@@ -28,6 +28,7 @@ from .memory import (
     set_cache_limit,
     set_per_process_memory_fraction,
 )
+from .streams import StreamContext, current_stream, default_stream, set_stream, stream
 
 __version__: str = _C.__version__
 
@@ -87,12 +88,18 @@ def options() -> list[dict[str, str]]:
 __all__ = [
     "Buffer",
     "DeviceProperties",
+    "Event",
     "OutOfMemoryError",
+    "Stream",
+    "StreamContext",
     "__version__",
     "available_backends",
     "backend",
+    "comm",
     "current_allocated_memory",
     "current_device",
+    "current_stream",
+    "default_stream",
     "device",
     "device_count",
     "driver_allocated_memory",
@@ -115,5 +122,7 @@ __all__ = [
     "set_cache_limit",
     "set_device",
     "set_per_process_memory_fraction",
+    "set_stream",
+    "stream",
     "synchronize",
 ]

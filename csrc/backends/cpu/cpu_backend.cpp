@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -209,6 +208,12 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
     cmds_.push_back(std::move(c));
   }
   size_t size() const noexcept override { return cmds_.size(); }
+  // Drops the commands (and what their callbacks hold) once executed.
+  void release_commands() { cmds_.clear(); }
+
+  // Queue links (see CpuQueue).
+  std::atomic<CpuCommandBuffer*> next{nullptr};
+  CompletionFn on_done;
 
   // Runs every command. After a failure the remaining data commands are skipped, but signals,
   // waits and timestamps still run, so that nobody waiting on this work can hang.
@@ -253,81 +258,72 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
   std::vector<Cmd> cmds_;
 };
 
-// One worker thread per queue. commit() pushes under a mutex and bumps `submitted_`; the
-// worker spins on that counter for spin_ns after its last piece of work, then parks.
+// One worker thread per queue. Committed command buffers form a lock-free multi-producer
+// single-consumer list (Vyukov's intrusive queue: the command buffer is the node). The worker
+// spins on the list for spin_ns after its last piece of work, then parks.
 class CpuQueue final : public backend::Queue {
  public:
   CpuQueue(ExecContext ctx, int64_t spin_ns, std::string thread_name)
       : ctx_(ctx), spin_ns_(spin_ns), thread_name_(std::move(thread_name)) {
+    stub_ = new CpuCommandBuffer();
+    head_ = stub_;
+    tail_.store(stub_, std::memory_order_relaxed);
     thread_ = std::thread([this] { run(); });
   }
   ~CpuQueue() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    submitted_.fetch_add(1, std::memory_order_seq_cst);
+    stop_.store(true, std::memory_order_seq_cst);
     park_.notify();
     thread_.join();
+    delete head_;  // the last stub
   }
 
   std::unique_ptr<backend::CommandBuffer> create_command_buffer() override {
     return std::make_unique<CpuCommandBuffer>();
   }
 
-  // Cost: one uncontended lock, one deque push, one atomic increment; a futex wake only when
-  // the worker is parked.
+  // Cost: one atomic exchange and one store to link the node, one load to see whether the
+  // worker is parked; a futex wake only when it is.
   void commit(std::unique_ptr<backend::CommandBuffer> cb, CompletionFn on_complete) override {
-    Item item{std::unique_ptr<CpuCommandBuffer>(static_cast<CpuCommandBuffer*>(cb.release())),
-              std::move(on_complete)};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      items_.push_back(std::move(item));
-    }
-    submitted_.fetch_add(1, std::memory_order_seq_cst);
+    auto* node = static_cast<CpuCommandBuffer*>(cb.release());
+    node->on_done = std::move(on_complete);
+    node->next.store(nullptr, std::memory_order_relaxed);
+    CpuCommandBuffer* prev = tail_.exchange(node, std::memory_order_acq_rel);
+    prev->next.store(node, std::memory_order_seq_cst);
     park_.notify();
   }
 
  private:
-  struct Item {
-    std::unique_ptr<CpuCommandBuffer> cb;
-    CompletionFn done;
-  };
+  bool has_work() const { return head_->next.load(std::memory_order_acquire) != nullptr; }
 
   void run() {
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), thread_name_.substr(0, 15).c_str());
 #endif
-    uint64_t seen = 0;
-    std::vector<Item> batch;
     for (;;) {
-      park_.wait([&] { return submitted_.load(std::memory_order_acquire) != seen; }, spin_ns_, -1);
-      seen = submitted_.load(std::memory_order_acquire);
-      bool stop;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        batch.assign(std::make_move_iterator(items_.begin()),
-                     std::make_move_iterator(items_.end()));
-        items_.clear();
-        stop = stop_;
+      park_.wait([&] { return has_work() || stop_.load(std::memory_order_acquire); }, spin_ns_, -1);
+      // Drain: each node executes in place and then serves as the list's stub.
+      while (CpuCommandBuffer* next = head_->next.load(std::memory_order_acquire)) {
+        delete head_;
+        head_ = next;
+        const Completion c = next->execute(ctx_);
+        CompletionFn done = std::move(next->on_done);
+        next->release_commands();
+        if (done) done(c);
       }
-      for (Item& it : batch) {
-        const Completion c = it.cb->execute(ctx_);
-        it.cb.reset();
-        if (it.done) it.done(c);
+      if (stop_.load(std::memory_order_acquire) && !has_work()) {
+        // A producer may be between its exchange and its link store: wait for the link.
+        if (tail_.load(std::memory_order_acquire) == head_) return;
       }
-      batch.clear();
-      if (stop) return;
     }
   }
 
   ExecContext ctx_;
   int64_t spin_ns_;
   std::string thread_name_;
-  std::mutex mu_;
-  std::deque<Item> items_;
-  bool stop_ = false;
-  std::atomic<uint64_t> submitted_{0};
+  CpuCommandBuffer* stub_;
+  CpuCommandBuffer* head_;  // consumer side; worker only
+  alignas(64) std::atomic<CpuCommandBuffer*> tail_{nullptr};
+  std::atomic<bool> stop_{false};
   ParkWord park_;
   std::thread thread_;
 };

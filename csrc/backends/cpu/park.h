@@ -85,10 +85,15 @@ class ParkWord {
     return ok;
   }
 
-  /// Call after changing the state a predicate reads.
+  /// Call after changing the state a predicate reads (with a seq_cst store or RMW).
+  /// Cost when nobody is parked: one load. A waiter registers itself before its last check of
+  /// the predicate, so either it sees the new state or this call sees it and bumps the word
+  /// (which makes a futex wait that is about to start return at once).
   void notify() noexcept {
-    word_.fetch_add(1, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) != 0) wake();
+    if (waiters_.load(std::memory_order_seq_cst) != 0) {
+      word_.fetch_add(1, std::memory_order_seq_cst);
+      wake();
+    }
   }
 
  private:

@@ -106,6 +106,12 @@ uint64_t CachingAllocator::high_limit() const {
              : 0;
 }
 
+void CachingAllocator::update_pressure() noexcept {
+  const double low = low_ratio_ * static_cast<double>(recommended_max_);
+  pressure_.store(low > 0.0 && static_cast<double>(reserved_) >= 0.9 * low,
+                  std::memory_order_relaxed);
+}
+
 Block* CachingAllocator::new_block() {
   if (!spare_blocks_.empty()) {
     Block* b = spare_blocks_.back();
@@ -272,6 +278,7 @@ Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, 
   rec->first = b;
   heaps_.insert(rec);
   reserved_ += rec->size;
+  update_pressure();
   AllocEvent e{AllocAction::SegmentAlloc};
   e.pool = static_cast<int>(pool);
   e.address = rec->base;
@@ -285,6 +292,7 @@ void CachingAllocator::release_heap(HeapRec* h) {
   erase_free(h->first);
   delete_block(h->first);
   reserved_ -= h->size;
+  update_pressure();
   AllocEvent e{AllocAction::SegmentFree};
   e.pool = static_cast<int>(h->pool);
   e.address = h->base;

@@ -124,6 +124,8 @@ class CachingAllocator {
   uint64_t reserved_bytes() const;
   uint64_t recommended_max() const noexcept { return recommended_max_; }
   uint64_t high_limit() const;
+  /// True when reserved memory is past 90% of the low watermark (lock-free, approximate).
+  bool under_pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }
 
   /// Observers see every allocator event (stats, history, profiler counters).
   void add_observer(AllocatorObserver* o);
@@ -192,6 +194,8 @@ class CachingAllocator {
   std::vector<AllocatorObserver*> observers_;
   ContextFn context_fn_;
   std::atomic<bool> recording_{false};
+  std::atomic<bool> pressure_{false};
+  void update_pressure() noexcept;
 };
 
 }  // namespace mpsrt::detail

@@ -5,5 +5,6 @@
 #include "mpsrt/api.h"
 #include "mpsrt/device.h"
 #include "mpsrt/error.h"
+#include "mpsrt/event.h"
 #include "mpsrt/options.h"
 #include "mpsrt/stream.h"

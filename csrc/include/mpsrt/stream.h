@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "mpsrt/api.h"
@@ -12,6 +13,7 @@ namespace mpsrt {
 namespace detail {
 class StreamImpl;
 }
+class Event;
 
 /// How a stream hands its open command buffer to the device (after torch.mps's MPSStream).
 enum class SyncType {
@@ -37,6 +39,15 @@ class MPSRT_API Stream {
   void synchronize();
   /// True when all work submitted so far has completed.
   bool query();
+  /// Priority class: < 0 high, 0 normal, > 0 low (torch.cuda's convention).
+  int priority() const noexcept;
+  /// Later work on this stream waits, on the device, for the event's last record.
+  void wait_event(const Event& event);
+  /// Later work on this stream waits, on the device, for `other`'s work so far.
+  void wait_stream(const Stream& other);
+  /// Runs fn on a runtime thread once the stream's work so far is done. An exception thrown
+  /// by fn is reported at the stream's next synchronize().
+  void add_callback(std::function<void()> fn);
 
   bool operator==(const Stream& o) const noexcept { return impl_ == o.impl_; }
   bool operator!=(const Stream& o) const noexcept { return impl_ != o.impl_; }
@@ -50,5 +61,11 @@ class MPSRT_API Stream {
 
 /// The default stream of a device (-1: the current device).
 MPSRT_API Stream default_stream(int device = -1);
+/// The calling thread's current stream on a device (the default stream until set).
+MPSRT_API Stream current_stream(int device = -1);
+/// Makes `stream` the calling thread's current stream on its device; returns the previous one.
+MPSRT_API Stream set_current_stream(const Stream& stream);
+/// A stream from the device's pool (round-robin per priority class, as torch.cuda).
+MPSRT_API Stream stream_from_pool(int priority = 0, int device = -1);
 
 }  // namespace mpsrt

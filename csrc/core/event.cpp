@@ -1,0 +1,88 @@
+#include "core/event.h"
+
+#include <string>
+
+#include "core/stream.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt::detail {
+
+EventImpl::EventImpl(DeviceContext& device, bool timing)
+    : device_(device), ev_(device.acquire_event()), timing_(timing) {}
+
+EventImpl::~EventImpl() {
+  device_.release_event(ev_);
+}
+
+void EventImpl::record(StreamImpl& stream) {
+  if (stream.device_index() != device_.index()) {
+    throw_invalid("[event] record: the event belongs to device " + std::to_string(device_.index()) +
+                  " but the stream to device " + std::to_string(stream.device_index()) +
+                  "; record it on a stream of its device");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t value = ++ev_->last_value;
+  backend::TimelineEvent& e = *ev_->event;
+  uint64_t* ts = timing_ ? &ev_->timestamp_ns : nullptr;
+  stream.encode([&](backend::CommandBuffer& cb) {
+    if (ts != nullptr) cb.timestamp(ts);
+    cb.signal(e, value);
+  });
+  // Not committed here (recording stays ~50 ns): whoever needs the event to complete -- a
+  // query, a host wait or a wait on another stream -- commits the recording stream then.
+  stream_.store(&stream, std::memory_order_relaxed);
+  fence_.store(stream.fence_value(), std::memory_order_relaxed);
+  target_.store(value, std::memory_order_release);
+}
+
+void EventImpl::wait(StreamImpl& stream) {
+  const uint64_t target = target_.load(std::memory_order_acquire);
+  if (target == 0) return;  // never recorded: nothing to wait for (torch semantics)
+  flush();
+  backend::TimelineEvent& e = *ev_->event;
+  stream.encode([&](backend::CommandBuffer& cb) { cb.wait(e, target); });
+}
+
+void EventImpl::flush() const {
+  StreamImpl* s = stream_.load(std::memory_order_relaxed);
+  if (s != nullptr && !s->committed_up_to(fence_.load(std::memory_order_relaxed))) {
+    s->commit(SyncType::Commit);
+  }
+}
+
+bool EventImpl::query() const {
+  const uint64_t target = target_.load(std::memory_order_acquire);
+  if (ev_->event->value() >= target) return true;
+  flush();
+  return false;
+}
+
+void EventImpl::synchronize() {
+  const uint64_t target = target_.load(std::memory_order_acquire);
+  if (target == 0) return;
+  flush();
+  ev_->event->wait(target, -1);
+}
+
+double EventImpl::elapsed_ms(const EventImpl& end) const {
+  if (!timing_ || !end.timing_) {
+    throw_invalid("[event] elapsed_time: both events must be created with enable_timing=True");
+  }
+  if (!recorded() || !end.recorded()) {
+    throw_invalid("[event] elapsed_time: both events must be recorded before measuring");
+  }
+  if (end.device_.index() != device_.index()) {
+    throw_invalid("[event] elapsed_time: the events are on different devices");
+  }
+  if (!query() || !end.query()) {
+    throw_invalid(
+        "[event] elapsed_time: the events have not completed yet; call synchronize() on the "
+        "end event first");
+  }
+  const double period = device_.backend_device().info().timestamp_period_ns;
+  const double start_ns = static_cast<double>(ev_->timestamp_ns) * period;
+  const double end_ns = static_cast<double>(end.ev_->timestamp_ns) * period;
+  return (end_ns - start_ns) / 1e6;
+}
+
+}  // namespace mpsrt::detail

@@ -1,0 +1,48 @@
+// Events: a timeline value per event, recorded on a stream, waited for on the device or host.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "core/runtime.h"
+
+namespace mpsrt::detail {
+
+class StreamImpl;
+
+class EventImpl {
+ public:
+  EventImpl(DeviceContext& device, bool timing);
+  ~EventImpl();
+  EventImpl(const EventImpl&) = delete;
+  EventImpl& operator=(const EventImpl&) = delete;
+
+  /// Encodes a signal (and, when timing, a device timestamp) after the stream's work so far.
+  void record(StreamImpl& stream);
+  /// Makes the stream's later work wait, on the device, for the last record.
+  void wait(StreamImpl& stream);
+  /// True once the last record has completed (or when never recorded). One atomic load.
+  bool query() const;
+  /// Host wait for the last record.
+  void synchronize();
+  /// Milliseconds between this event and `end`, from device timestamps.
+  double elapsed_ms(const EventImpl& end) const;
+
+  bool timing() const noexcept { return timing_; }
+  bool recorded() const noexcept { return target_.load(std::memory_order_acquire) != 0; }
+  int device_index() const noexcept { return device_.index(); }
+
+ private:
+  DeviceContext& device_;
+  PooledEvent* ev_;
+  bool timing_;
+  mutable std::mutex mu_;
+  std::atomic<uint64_t> target_{0};           // value of the last record; 0: never recorded
+  std::atomic<StreamImpl*> stream_{nullptr};  // stream of the last record
+  std::atomic<uint64_t> fence_{0};            // its command buffer holding the signal
+  // Commits the recording stream if the command buffer holding the signal is still open.
+  void flush() const;
+};
+
+}  // namespace mpsrt::detail

@@ -1,0 +1,117 @@
+// The public stream and event API (mpsrt/stream.h, mpsrt/event.h).
+#include <string>
+
+#include "core/event.h"
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "mpsrt/error.h"
+#include "mpsrt/event.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt {
+
+using detail::Runtime;
+
+int Stream::device() const noexcept {
+  return impl_->device_index();
+}
+int64_t Stream::id() const noexcept {
+  return impl_->id();
+}
+int Stream::priority() const noexcept {
+  return impl_->priority();
+}
+void Stream::commit(SyncType type) {
+  impl_->commit(type);
+}
+void Stream::synchronize() {
+  impl_->synchronize();
+}
+bool Stream::query() {
+  return impl_->query();
+}
+void Stream::add_callback(std::function<void()> fn) {
+  if (!fn) detail::throw_invalid("[stream] add_callback: the callback is empty");
+  impl_->add_callback(std::move(fn));
+}
+
+void Stream::wait_event(const Event& event) {
+  event.wait(*this);
+}
+
+void Stream::wait_stream(const Stream& other) {
+  if (other.impl_ == impl_) return;
+  Event e;
+  e.record(other);
+  e.wait(*this);
+}
+
+Stream default_stream(int device) {
+  return Stream(&Runtime::get().device(device).default_stream());
+}
+
+Stream current_stream(int device) {
+  return Stream(&Runtime::get().device(device).current_stream());
+}
+
+Stream set_current_stream(const Stream& stream) {
+  detail::DeviceContext& d = Runtime::get().device(stream.device());
+  return Stream(&d.set_current_stream(*stream.impl()));
+}
+
+Stream stream_from_pool(int priority, int device) {
+  return Stream(&Runtime::get().device(device).pool_stream(priority));
+}
+
+// ---------------------------------------------------------------- Event
+Event::Event(bool enable_timing) : timing_(enable_timing) {}
+Event::~Event() = default;
+Event::Event(Event&&) noexcept = default;
+Event& Event::operator=(Event&&) noexcept = default;
+
+void Event::record(const Stream& stream) {
+  if (!impl_) {
+    impl_ = std::make_unique<detail::EventImpl>(Runtime::get().device(stream.device()), timing_);
+  }
+  impl_->record(*stream.impl());
+}
+
+void Event::record() {
+  record(current_stream());
+}
+
+void Event::wait(const Stream& stream) const {
+  if (impl_) impl_->wait(*stream.impl());
+}
+
+void Event::wait() const {
+  if (impl_) impl_->wait(Runtime::get().device(impl_->device_index()).current_stream());
+}
+
+bool Event::query() const {
+  return !impl_ || impl_->query();
+}
+
+void Event::synchronize() const {
+  if (impl_) impl_->synchronize();
+}
+
+double Event::elapsed_time(const Event& end) const {
+  if (!timing_ || !end.timing_) {
+    detail::throw_invalid(
+        "[event] elapsed_time: both events must be created with enable_timing=True");
+  }
+  if (!impl_ || !end.impl_) {
+    detail::throw_invalid("[event] elapsed_time: both events must be recorded before measuring");
+  }
+  return impl_->elapsed_ms(*end.impl_);
+}
+
+bool Event::recorded() const noexcept {
+  return impl_ && impl_->recorded();
+}
+int Event::device() const noexcept {
+  return impl_ ? impl_->device_index() : -1;
+}
+
+}  // namespace mpsrt

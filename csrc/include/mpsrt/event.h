@@ -1,0 +1,51 @@
+// Events: markers recorded on a stream, waited for on the device or the host, timed.
+#pragma once
+
+#include <memory>
+
+#include "mpsrt/api.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt {
+
+namespace detail {
+class EventImpl;
+}
+
+/// A timeline event. It belongs to the device of the stream it is first recorded on. Events
+/// are pooled: creating and destroying them allocates no device object once warm.
+class MPSRT_API Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(Event&&) noexcept;
+  Event& operator=(Event&&) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  /// Marks the point after the stream's work so far (the current stream when omitted).
+  void record(const Stream& stream);
+  void record();
+  /// Makes the stream's later work wait, on the device, for the last record.
+  void wait(const Stream& stream) const;
+  void wait() const;
+  /// True once the last record has completed, or when never recorded.
+  bool query() const;
+  /// Waits on the host for the last record (returns at once when never recorded).
+  void synchronize() const;
+  /// Milliseconds from this event to `end`, from device timestamps. Throws
+  /// std::invalid_argument unless both have timing enabled, are recorded and completed.
+  double elapsed_time(const Event& end) const;
+
+  bool enable_timing() const noexcept { return timing_; }
+  bool recorded() const noexcept;
+  /// Device of the first record, or -1.
+  int device() const noexcept;
+  detail::EventImpl* impl() const noexcept { return impl_.get(); }
+
+ private:
+  bool timing_ = false;
+  std::unique_ptr<detail::EventImpl> impl_;
+};
+
+}  // namespace mpsrt

@@ -1,0 +1,180 @@
+// Bindings: Stream, Event, current/default streams.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/string.h>
+
+#include <memory>
+#include <string>
+
+#include "mpsrt/event.h"
+#include "mpsrt/stream.h"
+#include "python/bindings.h"
+
+namespace mpsrt::python {
+
+namespace {
+
+// A Python callable held by a runtime thread: called and released with the GIL taken, and
+// never touched once the interpreter is finalizing.
+struct PyCallback {
+  std::shared_ptr<nb::object> fn;
+  static bool python_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+    return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+  }
+  explicit PyCallback(nb::callable f)
+      : fn(new nb::object(std::move(f)), [](nb::object* o) {
+          if (python_alive()) {
+            nb::gil_scoped_acquire gil;
+            delete o;
+          }  // else: leaked on purpose, the interpreter is gone
+        }) {}
+  void operator()() const {
+    if (!python_alive()) return;
+    nb::gil_scoped_acquire gil;
+    try {
+      (*fn)();
+    } catch (nb::python_error& e) {
+      // Reported at the stream's next synchronize() as a RuntimeError with this text.
+      throw std::runtime_error(e.what());
+    }
+  }
+};
+
+std::string stream_repr(const Stream& s) {
+  return "mpsrt.Stream(device=" + std::to_string(s.device()) +
+         ", stream_id=" + std::to_string(s.id()) + ", priority=" + std::to_string(s.priority()) +
+         ")";
+}
+
+Stream stream_of(nb::handle obj, const char* caller) {
+  if (!nb::isinstance<Stream>(obj)) {
+    throw nb::type_error((std::string(caller) + ": expected an mpsrt.Stream, got " +
+                          nb::type_name(obj.type()).c_str())
+                             .c_str());
+  }
+  return nb::cast<Stream>(obj);
+}
+
+}  // namespace
+
+void init_stream(nb::module_& m) {
+  using nb::gil_scoped_release;
+  nb::class_<Event> event(m, "Event", "A marker in a stream's work, for ordering and timing.");
+
+  nb::class_<Stream>(m, "Stream", "An in-order queue of work on a device.")
+      .def(
+          "__init__",
+          [](Stream* self, nb::handle device, int priority) {
+            new (self) Stream(stream_from_pool(priority, device_arg(device, "Stream")));
+          },
+          nb::arg("device") = nb::none(), nb::arg("priority") = 0,
+          "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
+      .def_prop_ro("device", &Stream::device)
+      .def_prop_ro("device_index", &Stream::device)
+      .def_prop_ro("stream_id", &Stream::id)
+      .def_prop_ro("priority", &Stream::priority)
+      .def("query", &Stream::query, "True when all work submitted so far has completed.")
+      .def("synchronize", &Stream::synchronize, nb::call_guard<gil_scoped_release>(),
+           "Waits for the stream's work; raises RuntimeError if a command failed.")
+      .def(
+          "wait_event",
+          [](Stream& s, nb::handle e) {
+            if (!nb::isinstance<Event>(e)) {
+              throw nb::type_error(("wait_event(): expected an mpsrt.Event, got " +
+                                    std::string(nb::type_name(e.type()).c_str()))
+                                       .c_str());
+            }
+            s.wait_event(nb::cast<Event&>(e));
+          },
+          nb::arg("event"), "Later work on this stream waits (on the device) for the event.")
+      .def(
+          "wait_stream",
+          [](Stream& s, nb::handle other) { s.wait_stream(stream_of(other, "wait_stream()")); },
+          nb::arg("stream"), "Later work on this stream waits for `stream`'s work so far.")
+      .def(
+          "record_event",
+          [](Stream& s, nb::handle e) -> nb::object {
+            if (e.is_none()) {
+              Event ev;
+              ev.record(s);
+              return nb::cast(std::move(ev));
+            }
+            if (!nb::isinstance<Event>(e)) {
+              throw nb::type_error(("record_event(): expected an mpsrt.Event or None, got " +
+                                    std::string(nb::type_name(e.type()).c_str()))
+                                       .c_str());
+            }
+            nb::cast<Event&>(e).record(s);
+            return nb::borrow(e);
+          },
+          nb::arg("event") = nb::none(), "Records an event (a new one when None) and returns it.")
+      .def(
+          "add_callback",
+          [](Stream& s, nb::callable fn) { s.add_callback(PyCallback(std::move(fn))); },
+          nb::arg("fn"),
+          "Runs fn() on a runtime thread once the stream's work so far is done; an exception "
+          "in fn is raised by the stream's next synchronize().")
+      .def("__eq__",
+           [](const Stream& a, nb::handle b) {
+             return nb::isinstance<Stream>(b) && nb::cast<Stream>(b) == a;
+           })
+      .def("__hash__",
+           [](const Stream& s) {
+             return std::hash<const void*>()(static_cast<const void*>(s.impl()));
+           })
+      .def("__repr__", &stream_repr);
+
+  event.def(nb::init<bool>(), nb::arg("enable_timing") = false)
+      .def(
+          "record",
+          [](Event& e, nb::handle stream) {
+            e.record(stream.is_none() ? current_stream(e.device() < 0 ? -1 : e.device())
+                                      : stream_of(stream, "Event.record()"));
+          },
+          nb::arg("stream") = nb::none(),
+          "Marks the point after the stream's work so far (default: the current stream).")
+      .def(
+          "wait",
+          [](const Event& e, nb::handle stream) {
+            if (stream.is_none()) {
+              e.wait();
+            } else {
+              e.wait(stream_of(stream, "Event.wait()"));
+            }
+          },
+          nb::arg("stream") = nb::none(),
+          "Makes the stream's later work wait on the device (the host does not block).")
+      .def("query", &Event::query, "True once the last record has completed.")
+      .def("synchronize", &Event::synchronize, nb::call_guard<gil_scoped_release>(),
+           "Waits on the host for the last record.")
+      .def(
+          "elapsed_time",
+          [](const Event& e, nb::handle end) {
+            if (!nb::isinstance<Event>(end)) {
+              throw nb::type_error(("elapsed_time(): expected an mpsrt.Event, got " +
+                                    std::string(nb::type_name(end.type()).c_str()))
+                                       .c_str());
+            }
+            return e.elapsed_time(nb::cast<const Event&>(end));
+          },
+          nb::arg("end_event"), "Milliseconds from this event to end_event (device timestamps).")
+      .def_prop_ro("enable_timing", &Event::enable_timing)
+      .def_prop_ro("device", &Event::device)
+      .def("__repr__", [](const Event& e) {
+        return "mpsrt.Event(enable_timing=" + std::string(e.enable_timing() ? "True" : "False") +
+               ", device=" + std::to_string(e.device()) +
+               ", recorded=" + (e.recorded() ? "True" : "False") + ")";
+      });
+
+  m.def(
+      "current_stream", [](int device) { return current_stream(device); }, nb::arg("device") = -1);
+  m.def(
+      "default_stream", [](int device) { return default_stream(device); }, nb::arg("device") = -1);
+  m.def("set_stream", &set_current_stream, nb::arg("stream"),
+        "Makes stream current on its device for this thread; returns the previous one.");
+}
+
+}  // namespace mpsrt::python
