@@ -130,6 +130,29 @@ void init_bench(nb::module_& m) {
       nb::arg("nbytes"), nb::arg("iters"), nb::call_guard<gil_scoped_release>(),
       "Mean ns of a cached Buffer allocation + free of nbytes on the current device.");
   m.def(
+      "thread_scaling",
+      [](int64_t iters) {
+        // How much faster two threads finish two equal compute-bound jobs than one thread
+        // finishes one: 2.0 on two real cores, ~1.0 where the vCPUs share one core.
+        auto job = [iters] {
+          volatile uint64_t sink = 0;
+          uint64_t x = 1;
+          for (int64_t i = 0; i < iters; ++i) x = x * 6364136223846793005ULL + 1;
+          sink = x;
+          (void)sink;
+        };
+        int64_t t0 = steady_ns();
+        job();
+        const double one = static_cast<double>(steady_ns() - t0);
+        t0 = steady_ns();
+        std::thread other(job);
+        job();
+        other.join();
+        const double two = static_cast<double>(steady_ns() - t0);
+        return 2.0 * one / two;
+      },
+      nb::arg("iters") = 50'000'000, nb::call_guard<gil_scoped_release>());
+  m.def(
       "event_record_query_ns",
       [](int iters) {
         // An event recorded on the current stream and queried at once, from C++.
