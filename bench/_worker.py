@@ -3,6 +3,8 @@
 Usage: python -m bench._worker dispatch_hot ITERS [CPU]
 prints {"samples_ns": [...], "options": {...}} as JSON; with CPU, the process and every thread
 it starts are pinned to that one CPU first.
+       python -m bench._worker random_gbs KIND DTYPE NBYTES REPEATS
+prints {"gbs": ...}: one random fill's bandwidth under this process's MPSRT_* settings.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 5 and argv[0] == "random_gbs":
+        from .bench_random import fill_gbs
+
+        print(json.dumps({"gbs": fill_gbs(argv[1], argv[2], int(argv[3]), int(argv[4]))}))
+        return 0
     if len(argv) not in (2, 3) or argv[0] != "dispatch_hot":
         print("usage: python -m bench._worker dispatch_hot ITERS [CPU]", file=sys.stderr)
         return 2

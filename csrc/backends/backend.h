@@ -71,6 +71,37 @@ struct Completion {
 };
 using CompletionFn = std::function<void(const Completion&)>;
 
+/// A random-number fill, following the stream definition of mpsrt/philox.h.
+enum class RandomOp : uint8_t {
+  Bits,       ///< raw words (uint32 output only)
+  Uniform,    ///< a + (b - a) * u, u uniform in [0, 1)
+  Normal,     ///< a + b * z, z standard normal (Box-Muller on word pairs)
+  IntRange,   ///< low + w % range (range <= 2^32: one word; larger: two)
+  Bernoulli,  ///< w < threshold ? 1 : 0
+};
+enum class RandomDType : uint8_t { U8, I32, I64, U32, F16, BF16, F32, F64, Bool };
+
+struct RandomParams {
+  uint64_t count = 0;  ///< elements to write
+  uint64_t seed = 0;
+  uint64_t offset = 0;  ///< first Philox block (the generator's offset when the op was encoded)
+  RandomOp op = RandomOp::Bits;
+  RandomDType dtype = RandomDType::U32;
+  double a = 0.0;          ///< Uniform: low; Normal: mean
+  double b = 1.0;          ///< Uniform: high; Normal: std
+  int64_t low = 0;         ///< IntRange
+  uint64_t range = 1;      ///< IntRange: high - low (>= 1; may be 2^64 - 1 at most)
+  uint64_t threshold = 0;  ///< Bernoulli: philox::bernoulli_threshold(p)
+};
+
+/// 32-bit words an op of `p` consumes (the generator advances by ceil(words / 4) blocks).
+inline uint64_t random_words(const RandomParams& p) noexcept {
+  const bool two = (p.op == RandomOp::Uniform && p.dtype == RandomDType::F64) ||
+                   (p.op == RandomOp::IntRange && p.range > (uint64_t(1) << 32));
+  if (p.op == RandomOp::Normal) return (p.count + 1) / 2 * 2;
+  return two ? 2 * p.count : p.count;
+}
+
 /// A recording of commands. Commands execute in the order encoded. Not thread-safe: the core
 /// serialises encoding per stream.
 class CommandBuffer {
@@ -88,6 +119,8 @@ class CommandBuffer {
   virtual void signal(TimelineEvent& event, uint64_t value) = 0;
   /// Later commands start only once the event's value reaches value.
   virtual void wait(TimelineEvent& event, uint64_t value) = 0;
+  /// Fills dst with p.count elements of random numbers (see RandomParams).
+  virtual void random(BufferRef dst, const RandomParams& p) = 0;
   /// Writes the device time (ns) at which execution reaches this point into *out; the value
   /// is valid once the command buffer has completed. `out` must outlive the command buffer.
   virtual void timestamp(uint64_t* out) = 0;
@@ -125,6 +158,7 @@ struct BackendConfig {
   int cpu_devices = 1;           ///< cpu: number of virtual devices
   int64_t cpu_spin_ns = 50000;   ///< cpu: how long a waiting thread spins before it parks
   std::string cpu_isa = "auto";  ///< cpu: "auto", "avx512", "avx2" or "scalar"
+  int cpu_threads = 0;           ///< cpu: threads per kernel (0: the cores, at most 8)
 };
 
 /// A device API. One static instance per backend; open devices are owned by the core.

@@ -132,6 +132,13 @@ const Entry kTable[] = {
        o.cpu_isa = t;
      },
      [](const Options& o) { return o.cpu_isa; }},
+    {"MPSRT_CPU_THREADS", "", "0",
+     "cpu backend: threads a large kernel (random fills) is split over; 0 uses the cores (at "
+     "most 8).",
+     [](const char* var, const std::string& t, Options& o) {
+       o.cpu_threads = static_cast<int>(parse_uint(var, t, 0, 256, "an integer from 0 to 256"));
+     },
+     [](const Options& o) { return std::to_string(o.cpu_threads); }},
 };
 
 }  // namespace

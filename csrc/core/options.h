@@ -21,6 +21,7 @@ struct Options {
   uint32_t log_profile_info = 0;
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
+  int cpu_threads = 0;  // 0: the cores, at most 8
 };
 
 /// Reads a variable's value; nullptr when unset.

@@ -8,6 +8,7 @@
 #include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
+#include "core/generator.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
 
@@ -82,6 +83,7 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   history_ = std::make_unique<History>();
   allocator_ = std::make_unique<CachingAllocator>(*this, options.high_watermark_ratio,
                                                   options.low_watermark_ratio);
+  generator_ = std::make_shared<GeneratorImpl>(nondeterministic_seed());
   allocator_->add_observer(stats_.get());
   allocator_->add_observer(history_.get());
   if (options.debug_allocator != 0) {
@@ -196,6 +198,7 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
   cfg.cpu_devices = options_.cpu_devices;
   cfg.cpu_spin_ns = options_.cpu_spin_us * 1000;
   cfg.cpu_isa = options_.cpu_isa;
+  cfg.cpu_threads = options_.cpu_threads;
   backend_->configure(cfg);
   device_count_ = backend_->device_count();
   devices_.reset(new std::atomic<DeviceContext*>[static_cast<size_t>(device_count_)]);

@@ -18,6 +18,7 @@ class CachingAllocator;
 class MemoryStats;
 class History;
 class DebugLog;
+class GeneratorImpl;
 inline int& current_device_slot() noexcept;
 
 /// A backend timeline event with the bookkeeping that lets it be reused: values only grow
@@ -63,6 +64,8 @@ class DeviceContext {
   static constexpr int kPoolStreamsPerPriority = 8;
   static constexpr int kPriorityClasses = 3;
   CachingAllocator& allocator() noexcept { return *allocator_; }
+  /// The device's default generator, seeded nondeterministically when the device opens.
+  const std::shared_ptr<GeneratorImpl>& default_generator() noexcept { return generator_; }
   MemoryStats& stats() noexcept { return *stats_; }
   History& history() noexcept { return *history_; }
 
@@ -84,6 +87,7 @@ class DeviceContext {
   std::unique_ptr<History> history_;
   std::unique_ptr<DebugLog> debug_log_;
   std::unique_ptr<CachingAllocator> allocator_;
+  std::shared_ptr<GeneratorImpl> generator_;
 };
 
 class Runtime {

@@ -14,6 +14,7 @@ NB_MODULE(_C, m) {
   mpsrt::python::init_device(m);
   mpsrt::python::init_stream(m);
   mpsrt::python::init_memory(m);
+  mpsrt::python::init_random(m);
   nb::module_ bench = m.def_submodule("_bench", "Measurement hooks for `python -m bench`.");
   mpsrt::python::init_bench(bench);
 }

@@ -13,6 +13,7 @@ int device_arg(nb::handle device, const char* caller);
 void init_device(nb::module_& m);
 void init_stream(nb::module_& m);
 void init_memory(nb::module_& m);
+void init_random(nb::module_& m);
 void init_bench(nb::module_& m);
 
 }  // namespace mpsrt::python

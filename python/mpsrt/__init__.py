@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _C, comm, memory
+from . import _C, comm, memory, random
 from ._C import Buffer, DeviceProperties, Event, OutOfMemoryError, Stream
 from ._utils import DeviceLike, device_index
 from .memory import (
@@ -27,6 +27,24 @@ from .memory import (
     reset_peak_memory_stats,
     set_cache_limit,
     set_per_process_memory_fraction,
+)
+from .random import (
+    Generator,
+    bernoulli,
+    default_generator,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    rand,
+    randint,
+    randn,
+    random_bits,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
 )
 from .streams import StreamContext, current_stream, default_stream, set_stream, stream
 
@@ -89,15 +107,18 @@ __all__ = [
     "Buffer",
     "DeviceProperties",
     "Event",
+    "Generator",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",
     "__version__",
     "available_backends",
     "backend",
+    "bernoulli",
     "comm",
     "current_allocated_memory",
     "current_device",
+    "default_generator",
     "current_stream",
     "default_stream",
     "device",
@@ -107,7 +128,12 @@ __all__ = [
     "empty_cache",
     "get_device_name",
     "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
     "is_available",
+    "manual_seed",
+    "manual_seed_all",
     "max_memory_allocated",
     "max_memory_reserved",
     "memory",
@@ -116,12 +142,21 @@ __all__ = [
     "memory_stats",
     "memory_summary",
     "options",
+    "rand",
+    "randint",
+    "randn",
+    "random",
+    "random_bits",
     "recommended_max_memory",
     "reset_max_memory_allocated",
     "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
     "set_cache_limit",
     "set_device",
     "set_per_process_memory_fraction",
+    "set_rng_state",
+    "set_rng_state_all",
     "set_stream",
     "stream",
     "synchronize",

@@ -103,7 +103,7 @@ uint8_t* host_addr(BufferRef r) {
 }
 
 struct Cmd {
-  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp };
+  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
   explicit Cmd(Kind k) : kind(k) {}
   Kind kind;
   uint8_t* dst = nullptr;
@@ -113,6 +113,7 @@ struct Cmd {
   backend::TimelineEvent* event = nullptr;
   uint64_t* out = nullptr;
   std::function<void()> fn;
+  std::unique_ptr<backend::RandomParams> random;  // kRandom only
 };
 
 // How a device runs its kernels, as measured on the development VM (L2 1 MiB, large shared
@@ -156,6 +157,46 @@ void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) 
   const bool nt = n >= ctx.nt_fill_threshold && !is_byte_pattern(pattern);
   for_chunks(ctx, n,
              [&](size_t off, size_t len) { ctx.kernels->fill(dst + off, len, pattern, nt); });
+}
+
+size_t random_element_size(backend::RandomDType d) {
+  switch (d) {
+    case backend::RandomDType::U8:
+    case backend::RandomDType::Bool:
+      return 1;
+    case backend::RandomDType::F16:
+    case backend::RandomDType::BF16:
+      return 2;
+    case backend::RandomDType::I32:
+    case backend::RandomDType::U32:
+    case backend::RandomDType::F32:
+      return 4;
+    case backend::RandomDType::I64:
+    case backend::RandomDType::F64:
+      break;
+  }
+  return 8;
+}
+
+// Random fills are compute-bound (~0.5 ns per word): past kParallelRandomBytes the elements
+// are split over the pool in chunks of whole 64-element units (even, for Box-Muller pairs).
+constexpr size_t kParallelRandomBytes = size_t(1) << 20;
+
+void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
+  const uint64_t n = p.count;
+  if (n == 0) return;
+  const size_t bytes = n * random_element_size(p.dtype);
+  if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || bytes < kParallelRandomBytes) {
+    ctx.kernels->random(dst, p, 0, n);
+    return;
+  }
+  const uint64_t parts = static_cast<uint64_t>(ctx.pool->helpers() + 1) * 4;
+  const uint64_t chunk = std::max<uint64_t>(64, (n / parts + 63) / 64 * 64);
+  const int count = static_cast<int>((n + chunk - 1) / chunk);
+  ctx.pool->run(count, [&](int i) {
+    const uint64_t first = static_cast<uint64_t>(i) * chunk;
+    ctx.kernels->random(dst, p, first, std::min(chunk, n - first));
+  });
 }
 
 void run_copy(const ExecContext& ctx, uint8_t* dst, const uint8_t* src, size_t n) {
@@ -202,6 +243,12 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
     c.value = v;
     cmds_.push_back(std::move(c));
   }
+  void random(BufferRef dst, const backend::RandomParams& p) override {
+    Cmd c(Cmd::kRandom);
+    c.dst = host_addr(dst);
+    c.random = std::make_unique<backend::RandomParams>(p);
+    cmds_.push_back(std::move(c));
+  }
   void timestamp(uint64_t* out) override {
     Cmd c(Cmd::kTimestamp);
     c.out = out;
@@ -244,6 +291,9 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
           break;
         case Cmd::kWait:
           c.event->wait(c.value, -1);
+          break;
+        case Cmd::kRandom:
+          if (!failed) run_random(ctx, c.dst, *c.random);
           break;
         case Cmd::kTimestamp:
           *c.out = static_cast<uint64_t>(now_ns());
@@ -419,8 +469,9 @@ class CpuBackend final : public backend::Backend {
       pool = pool_.lock();
       if (!pool) {
         const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-        pool =
-            std::make_shared<ThreadPool>(static_cast<int>(std::min(hw, 8u)) - 1, cfg_.cpu_spin_ns);
+        const unsigned threads =
+            cfg_.cpu_threads > 0 ? static_cast<unsigned>(cfg_.cpu_threads) : std::min(hw, 8u);
+        pool = std::make_shared<ThreadPool>(static_cast<int>(threads) - 1, cfg_.cpu_spin_ns);
         pool_ = pool;
       }
     }

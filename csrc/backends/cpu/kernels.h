@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/backend.h"
+
 namespace mpsrt::cpu {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
@@ -17,6 +19,10 @@ struct Kernels {
   void (*fill)(void* dst, size_t n, uint64_t pattern8, bool nt);
   /// Copies n bytes; the ranges must not overlap.
   void (*copy)(void* dst, const void* src, size_t n, bool nt);
+  /// Writes elements [first, first + n) of the random fill `p` (mpsrt/philox.h's stream
+  /// definition) into dst, which points at element 0. For RandomOp::Normal, first is even.
+  /// Every table is bit-identical to the scalar one (normal: within 2 ulp of float32).
+  void (*random)(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
 };
 
 const char* isa_name(Isa isa) noexcept;
@@ -43,6 +49,20 @@ extern const Kernels kScalarKernels;
 #if defined(MPSRT_HAVE_X86_KERNELS)
 extern const Kernels kAvx2Kernels;
 extern const Kernels kAvx512Kernels;
+#endif
+
+/// The random-number kernels' signature (Kernels::random).
+using RandomFn = void (*)(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
+/// True when Kernels::random implements op with output dtype (the others write nothing):
+/// Bits: U32; Uniform, Normal: F16, BF16, F32, F64; IntRange: U8, I32, I64 (written as two's
+/// complement); Bernoulli: every dtype but U32.
+bool random_supported(backend::RandomOp op, backend::RandomDType dtype) noexcept;
+
+// Per-ISA random kernels (defined in random_<isa>.cpp, compiled with the ISA's -m flags).
+void random_scalar(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
+#if defined(MPSRT_HAVE_X86_KERNELS)
+void random_avx2(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
+void random_avx512(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
 #endif
 
 }  // namespace mpsrt::cpu

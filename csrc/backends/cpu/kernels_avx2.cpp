@@ -17,6 +17,6 @@ struct Avx2Vec {
 };
 }  // namespace
 
-const Kernels kAvx2Kernels = make_kernels<Avx2Vec>(Isa::Avx2);
+const Kernels kAvx2Kernels = make_kernels<Avx2Vec>(Isa::Avx2, &random_avx2);
 
 }  // namespace mpsrt::cpu

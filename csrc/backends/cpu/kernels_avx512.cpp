@@ -17,6 +17,6 @@ struct Avx512Vec {
 };
 }  // namespace
 
-const Kernels kAvx512Kernels = make_kernels<Avx512Vec>(Isa::Avx512);
+const Kernels kAvx512Kernels = make_kernels<Avx512Vec>(Isa::Avx512, &random_avx512);
 
 }  // namespace mpsrt::cpu

@@ -108,8 +108,8 @@ void copy_impl(void* dst_v, const void* src_v, size_t n, bool nt) {
 }
 
 template <class V>
-constexpr Kernels make_kernels(Isa isa) {
-  return Kernels{isa, &fill_impl<V>, &copy_impl<V>};
+constexpr Kernels make_kernels(Isa isa, RandomFn random) {
+  return Kernels{isa, &fill_impl<V>, &copy_impl<V>, random};
 }
 
 }  // namespace

@@ -21,6 +21,6 @@ struct ScalarVec {
 };
 }  // namespace
 
-const Kernels kScalarKernels = make_kernels<ScalarVec>(Isa::Scalar);
+const Kernels kScalarKernels = make_kernels<ScalarVec>(Isa::Scalar, &random_scalar);
 
 }  // namespace mpsrt::cpu

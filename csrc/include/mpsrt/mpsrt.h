@@ -6,5 +6,7 @@
 #include "mpsrt/device.h"
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
+#include "mpsrt/generator.h"
+#include "mpsrt/philox.h"
 #include "mpsrt/options.h"
 #include "mpsrt/stream.h"

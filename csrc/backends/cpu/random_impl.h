@@ -1,0 +1,406 @@
+// The random-number fill of the cpu backend (mpsrt/philox.h's stream definition), written once
+// over a generator policy G and instantiated per ISA in random_<isa>.cpp, each compiled with
+// its own -m flags and -ffp-contract=off (a fused multiply-add would change uniform's
+// low + (high - low) * u and normal's mean + std * z). Everything here has internal linkage;
+// the SIMD translation units call no external inline function either (philox.h's functions
+// are used by the scalar table only), so no AVX-512 code can reach the scalar path through a
+// merged inline definition.
+//
+// G provides:
+//   kStepBlocks                 blocks per step of its fused loops (0: no fused loops)
+//   blocks(out, seed, blk, nb)  the 4 * nb words of blocks blk .. blk + nb - 1, memory order
+//   u_f32(w), u_f16(w), u_bf16(w), u_f64(lo, hi)   philox.h's uniform transforms
+// and, when kStepBlocks > 0, fused loops that write `steps` * kStepBlocks blocks' worth of
+// elements starting at block blk (`aligned`: out is 64-byte aligned; `nt`: streaming stores):
+//   bits(uint32_t* out, seed, blk, steps, aligned, nt)
+//   uniform_f32(float* out, seed, blk, steps, lo, span, aligned, nt)
+//   uniform_f64(double* out, seed, blk, steps, lo, span, aligned, nt)
+#pragma once
+
+#include <math.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/backend.h"
+
+namespace mpsrt::cpu {
+namespace {
+
+namespace rnd {
+
+using backend::RandomDType;
+using backend::RandomOp;
+using backend::RandomParams;
+
+/// From this many bytes up, fused loops use streaming stores (~L2 size). The size that counts
+/// is the whole op's (p.count) or this call's, whichever is larger: a fill split over threads
+/// into small pieces still bypasses the cache when the whole fill would not fit in it.
+constexpr uint64_t kNtMinBytes = uint64_t(1) << 20;
+/// Blocks generated per round trip through the word buffer of the generic loops (4 KiB).
+constexpr uint64_t kChunkBlocks = 256;
+
+inline uint64_t min_u64(uint64_t a, uint64_t b) {
+  return a < b ? a : b;
+}
+
+__extension__ typedef unsigned __int128 u128;
+
+/// a % d for 32-bit a and 1 <= d <= 2^32 without a division (Lemire, Kaser and Kurz, "Faster
+/// remainder by direct computation", 2019: exact for 32-bit operands with a 64-bit reciprocal;
+/// d = 2^32 gives m = 2^32 and a back, d = 1 gives m = 0).
+struct FastMod32 {
+  uint64_t m, d;
+  explicit FastMod32(uint64_t divisor) : m(~uint64_t(0) / divisor + 1), d(divisor) {}
+  uint64_t operator()(uint32_t a) const {
+    const uint64_t low = m * a;
+    return static_cast<uint64_t>((static_cast<u128>(low) * d) >> 64);
+  }
+};
+
+inline uint32_t f32_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
+
+/// IEEE binary16 bits of f, rounded to nearest even (overflow to infinity, NaN kept quiet).
+inline uint16_t f32_to_f16(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf, nan
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+  }
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
+    const uint32_t e = ax >> 23;
+    if (e < 102) return static_cast<uint16_t>(sign);  // below 2^-25 (or a tie at it): zero
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14 .. 24
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+  }
+  const uint32_t r = ax - (112u << 23);  // rebias 127 -> 15
+  uint32_t q = r >> 13;
+  const uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) ++q;
+  return static_cast<uint16_t>(sign | q);
+}
+
+/// bfloat16 bits of f, rounded to nearest even (NaN kept quiet).
+inline uint16_t f32_to_bf16(float f) {
+  const uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+constexpr float kTwoPiF = 6.28318530717958647692f;
+constexpr double kTwoPi = 6.28318530717958647692;
+
+/// Box-Muller in float32: z[0] = r cos(2 pi u2) (element 2e), z[1] = r sin (element 2e + 1).
+inline void box_muller_f32(uint32_t w0, uint32_t w1, float z[2]) {
+  const float u1 = static_cast<float>((w0 >> 8) + 1) * 5.9604644775390625e-08f;  // (0, 1]
+  const float u2 = static_cast<float>(w1 >> 8) * 5.9604644775390625e-08f;        // [0, 1)
+  const float r = sqrtf(-2.0f * logf(u1));
+  const float theta = kTwoPiF * u2;
+  float s, c;
+#if defined(__GLIBC__)
+  sincosf(theta, &s, &c);
+#else
+  s = sinf(theta);
+  c = cosf(theta);
+#endif
+  z[0] = r * c;
+  z[1] = r * s;
+}
+
+/// Box-Muller in float64 (same words and definition).
+inline void box_muller_f64(uint32_t w0, uint32_t w1, double z[2]) {
+  const double u1 = static_cast<double>((w0 >> 8) + 1) * 5.9604644775390625e-08;
+  const double u2 = static_cast<double>(w1 >> 8) * 5.9604644775390625e-08;
+  const double r = sqrt(-2.0 * log(u1));
+  const double theta = kTwoPi * u2;
+  double s, c;
+#if defined(__GLIBC__)
+  sincos(theta, &s, &c);
+#else
+  s = sin(theta);
+  c = cos(theta);
+#endif
+  z[0] = r * c;
+  z[1] = r * s;
+}
+
+/// Generic loop: element e of [first, first + n) is f(words wpe * e .. wpe * e + wpe - 1).
+template <class G, class T, class F>
+void generic_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f) {
+  alignas(64) uint32_t buf[kChunkBlocks * 4];
+  const uint64_t max_elems = (kChunkBlocks - 1) * 4 / wpe;  // room for a ragged first block
+  uint64_t e = first;
+  const uint64_t end = first + n;
+  while (e < end) {
+    const uint64_t m = min_u64(end - e, max_elems);
+    const uint64_t w0 = e * wpe, w1 = (e + m) * wpe;
+    const uint64_t b0 = w0 / 4, b1 = (w1 + 3) / 4;
+    G::blocks(buf, p.seed, p.offset + b0, b1 - b0);
+    const uint32_t* w = buf + (w0 - 4 * b0);
+    T* d = dst + e;
+    for (uint64_t i = 0; i < m; ++i) d[i] = f(w + wpe * i);
+    e += m;
+  }
+}
+
+/// Normal: element e comes from the word pair (e & ~1, e | 1); even elements take the cosine,
+/// odd ones the sine. f(z) converts mean + std * z to T (z[0] or z[1] of the pair).
+template <class G, class T, class Pair>
+void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, Pair pair) {
+  alignas(64) uint32_t buf[kChunkBlocks * 4];
+  const uint64_t end = first + n;
+  uint64_t q = first / 2;                // first pair
+  const uint64_t q_end = (end + 1) / 2;  // one past the last pair
+  const uint64_t max_pairs = (kChunkBlocks - 1) * 2;
+  while (q < q_end) {
+    const uint64_t m = min_u64(q_end - q, max_pairs);
+    const uint64_t w0 = 2 * q, w1 = 2 * (q + m);
+    const uint64_t b0 = w0 / 4, b1 = (w1 + 3) / 4;
+    G::blocks(buf, p.seed, p.offset + b0, b1 - b0);
+    const uint32_t* w = buf + (w0 - 4 * b0);
+    for (uint64_t i = 0; i < m; ++i) {
+      T v[2];
+      pair(w[2 * i], w[2 * i + 1], v);
+      const uint64_t e = 2 * (q + i);
+      if (e >= first) dst[e] = v[0];
+      if (e + 1 < end) dst[e + 1] = v[1];
+    }
+    q += m;
+  }
+}
+
+/// A fused loop for the body and the generic loop for the ragged head and tail. Elements use
+/// wpe words each (1 or 2); fused(out, blk, steps, aligned, nt) writes steps * G::kStepBlocks
+/// blocks' worth of elements at out, which starts at block blk.
+template <class G, class T, class F, class Fused>
+void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f,
+                Fused fused) {
+  const uint64_t epb = 4 / wpe;               // elements per block
+  const uint64_t eps = epb * G::kStepBlocks;  // elements per step
+  const uint64_t end = first + n;
+  uint64_t e0 = (first + epb - 1) / epb * epb;  // first block boundary
+  bool aligned = false;
+  for (uint64_t c = e0, k = 0; k < 64 / (epb * sizeof(T)); ++k, c += epb) {
+    if ((reinterpret_cast<uintptr_t>(dst + c) & 63) == 0) {
+      e0 = c;
+      aligned = true;
+      break;
+    }
+  }
+  if (e0 >= end || end - e0 < eps) {
+    generic_loop<G>(dst, p, first, n, wpe, f);
+    return;
+  }
+  const uint64_t steps = (end - e0) / eps;
+  const bool nt = aligned && (n > p.count ? n : p.count) * sizeof(T) >= kNtMinBytes;
+  generic_loop<G>(dst, p, first, e0 - first, wpe, f);
+  fused(dst + e0, p.offset + e0 * wpe / 4, steps, aligned, nt);
+  const uint64_t e1 = e0 + steps * eps;
+  generic_loop<G>(dst, p, e1, end - e1, wpe, f);
+}
+
+/// Body or generic, by whether G has fused loops.
+template <class G, class T, class F, class Fused>
+void body_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f,
+               Fused fused) {
+  if constexpr (G::kStepBlocks > 0) {
+    fused_loop<G>(dst, p, first, n, wpe, f, fused);
+  } else {
+    (void)fused;
+    generic_loop<G>(dst, p, first, n, wpe, f);
+  }
+}
+
+template <class G, class T>
+void bernoulli(void* dst, const RandomParams& p, uint64_t first, uint64_t n, T one) {
+  const uint64_t t = p.threshold;
+  generic_loop<G>(static_cast<T*>(dst), p, first, n, 1,
+                  [t, one](const uint32_t* w) { return w[0] < t ? one : T(0); });
+}
+
+template <class G, class T>
+void int_range(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  const uint64_t low = static_cast<uint64_t>(p.low);
+  const uint64_t r = p.range == 0 ? 1 : p.range;
+  if (r <= (uint64_t(1) << 32)) {
+    if constexpr (G::kStepBlocks > 0) {  // the SIMD tables: no division
+      const FastMod32 mod(r);
+      generic_loop<G>(static_cast<T*>(dst), p, first, n, 1,
+                      [low, mod](const uint32_t* w) { return static_cast<T>(low + mod(w[0])); });
+    } else {  // the scalar table: the definition itself
+      generic_loop<G>(static_cast<T*>(dst), p, first, n, 1,
+                      [low, r](const uint32_t* w) { return static_cast<T>(low + w[0] % r); });
+    }
+  } else {
+    generic_loop<G>(static_cast<T*>(dst), p, first, n, 2, [low, r](const uint32_t* w) {
+      return static_cast<T>(low + ((static_cast<uint64_t>(w[1]) << 32) | w[0]) % r);
+    });
+  }
+}
+
+template <class G>
+void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  if (n == 0) return;
+  switch (p.op) {
+    case RandomOp::Bits:
+      if (p.dtype == RandomDType::U32) {
+        body_loop<G>(
+            static_cast<uint32_t*>(dst), p, first, n, 1, [](const uint32_t* w) { return w[0]; },
+            [&p](uint32_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+              G::bits(out, p.seed, blk, steps, aligned, nt);
+            });
+      }
+      return;
+    case RandomOp::Uniform: {
+      const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
+      const float span = hi - lo;
+      switch (p.dtype) {
+        case RandomDType::F32:
+          body_loop<G>(
+              static_cast<float*>(dst), p, first, n, 1,
+              [lo, span](const uint32_t* w) {
+                const float t = span * G::u_f32(w[0]);
+                return lo + t;
+              },
+              [&p, lo, span](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+                G::uniform_f32(out, p.seed, blk, steps, lo, span, aligned, nt);
+              });
+          return;
+        case RandomDType::F16:
+          generic_loop<G>(static_cast<uint16_t*>(dst), p, first, n, 1,
+                          [lo, span](const uint32_t* w) {
+                            const float t = span * G::u_f16(w[0]);
+                            return f32_to_f16(lo + t);
+                          });
+          return;
+        case RandomDType::BF16:
+          generic_loop<G>(static_cast<uint16_t*>(dst), p, first, n, 1,
+                          [lo, span](const uint32_t* w) {
+                            const float t = span * G::u_bf16(w[0]);
+                            return f32_to_bf16(lo + t);
+                          });
+          return;
+        case RandomDType::F64: {
+          const double lo_d = p.a, span_d = p.b - p.a;
+          body_loop<G>(
+              static_cast<double*>(dst), p, first, n, 2,
+              [lo_d, span_d](const uint32_t* w) {
+                const double t = span_d * G::u_f64(w[0], w[1]);
+                return lo_d + t;
+              },
+              [&p, lo_d, span_d](double* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+                G::uniform_f64(out, p.seed, blk, steps, lo_d, span_d, aligned, nt);
+              });
+          return;
+        }
+        default:
+          return;
+      }
+    }
+    case RandomOp::Normal: {
+      const float mean = static_cast<float>(p.a), sd = static_cast<float>(p.b);
+      auto f32 = [mean, sd](uint32_t w0, uint32_t w1, float v[2]) {
+        float z[2];
+        box_muller_f32(w0, w1, z);
+        const float t0 = sd * z[0], t1 = sd * z[1];
+        v[0] = mean + t0;
+        v[1] = mean + t1;
+      };
+      switch (p.dtype) {
+        case RandomDType::F32:
+          normal_loop<G>(static_cast<float*>(dst), p, first, n, f32);
+          return;
+        case RandomDType::F16:
+          normal_loop<G>(static_cast<uint16_t*>(dst), p, first, n,
+                         [&f32](uint32_t w0, uint32_t w1, uint16_t v[2]) {
+                           float x[2];
+                           f32(w0, w1, x);
+                           v[0] = f32_to_f16(x[0]);
+                           v[1] = f32_to_f16(x[1]);
+                         });
+          return;
+        case RandomDType::BF16:
+          normal_loop<G>(static_cast<uint16_t*>(dst), p, first, n,
+                         [&f32](uint32_t w0, uint32_t w1, uint16_t v[2]) {
+                           float x[2];
+                           f32(w0, w1, x);
+                           v[0] = f32_to_bf16(x[0]);
+                           v[1] = f32_to_bf16(x[1]);
+                         });
+          return;
+        case RandomDType::F64: {
+          const double mean_d = p.a, sd_d = p.b;
+          normal_loop<G>(static_cast<double*>(dst), p, first, n,
+                         [mean_d, sd_d](uint32_t w0, uint32_t w1, double v[2]) {
+                           double z[2];
+                           box_muller_f64(w0, w1, z);
+                           const double t0 = sd_d * z[0], t1 = sd_d * z[1];
+                           v[0] = mean_d + t0;
+                           v[1] = mean_d + t1;
+                         });
+          return;
+        }
+        default:
+          return;
+      }
+    }
+    case RandomOp::IntRange:
+      switch (p.dtype) {
+        case RandomDType::U8:
+          int_range<G, uint8_t>(dst, p, first, n);
+          return;
+        case RandomDType::I32:
+          int_range<G, uint32_t>(dst, p, first, n);
+          return;
+        case RandomDType::I64:
+          int_range<G, uint64_t>(dst, p, first, n);
+          return;
+        default:
+          return;
+      }
+    case RandomOp::Bernoulli:
+      switch (p.dtype) {
+        case RandomDType::U8:
+        case RandomDType::Bool:
+          bernoulli<G, uint8_t>(dst, p, first, n, 1);
+          return;
+        case RandomDType::I32:
+          bernoulli<G, uint32_t>(dst, p, first, n, 1);
+          return;
+        case RandomDType::I64:
+          bernoulli<G, uint64_t>(dst, p, first, n, 1);
+          return;
+        case RandomDType::F16:
+          bernoulli<G, uint16_t>(dst, p, first, n, 0x3c00);
+          return;
+        case RandomDType::BF16:
+          bernoulli<G, uint16_t>(dst, p, first, n, 0x3f80);
+          return;
+        case RandomDType::F32:
+          bernoulli<G, float>(dst, p, first, n, 1.0f);
+          return;
+        case RandomDType::F64:
+          bernoulli<G, double>(dst, p, first, n, 1.0);
+          return;
+        default:
+          return;
+      }
+  }
+}
+
+}  // namespace rnd
+}  // namespace
+}  // namespace mpsrt::cpu

@@ -1,0 +1,71 @@
+// Philox random-number generators and random fills of Buffers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "mpsrt/allocator.h"
+#include "mpsrt/api.h"
+#include "mpsrt/stream.h"
+
+namespace mpsrt {
+
+namespace detail {
+class GeneratorImpl;
+}
+
+/// Size of the state blob of get_state()/set_state() (the layout of torch.mps):
+/// bytes 0-27 uint32 state[7] ([0] = 1, [1..4] the last Philox output block, [5..6] the seed's
+/// low/high words), bytes 28-35 uint64 seed, bytes 36-43 uint64 offset; little-endian.
+constexpr size_t kRngStateSize = 44;
+using RngState = std::array<uint8_t, kRngStateSize>;
+
+/// A Philox4x32-10 generator: a (seed, offset) pair. Each random op reserves the Philox
+/// blocks it uses when it is encoded, so results do not depend on threads, streams or backend.
+/// Cheap to copy: copies share the state.
+class MPSRT_API Generator {
+ public:
+  /// A new generator on `device`, seeded nondeterministically.
+  explicit Generator(int device = -1);
+  /// The device's default generator (seeded nondeterministically on first use).
+  static Generator default_generator(int device = -1);
+
+  /// Sets the seed and resets the offset to 0.
+  void manual_seed(uint64_t seed);
+  /// Seeds nondeterministically; returns the new seed.
+  uint64_t seed();
+  uint64_t initial_seed() const;
+  uint64_t offset() const;
+  void set_offset(uint64_t offset);
+  RngState get_state() const;
+  /// Throws std::invalid_argument unless size == kRngStateSize.
+  void set_state(const uint8_t* data, size_t size);
+  int device() const noexcept { return device_; }
+  detail::GeneratorImpl* impl() const noexcept { return impl_.get(); }
+
+ private:
+  Generator(std::shared_ptr<detail::GeneratorImpl> impl, int device)
+      : impl_(std::move(impl)), device_(device) {}
+  std::shared_ptr<detail::GeneratorImpl> impl_;
+  int device_ = 0;
+};
+
+/// What a random fill writes (see mpsrt/philox.h for the exact definition).
+struct RandomSpec {
+  enum class Op : uint8_t { Bits, Uniform, Normal, IntRange, Bernoulli } op = Op::Bits;
+  /// Element type: "uint8", "int32", "int64", "uint32", "float16", "bfloat16", "float32",
+  /// "float64" or "bool" (which ops accept which: see the Python API).
+  enum class DType : uint8_t { U8, I32, I64, U32, F16, BF16, F32, F64, Bool } dtype = DType::U32;
+  double a = 0.0;      ///< Uniform: low; Normal: mean
+  double b = 1.0;      ///< Uniform: high; Normal: std
+  int64_t low = 0;     ///< IntRange: the range is [low, low + range)
+  uint64_t range = 1;  ///< IntRange (>= 1)
+  double p = 0.5;      ///< Bernoulli: probability of 1
+};
+
+/// Fills the first `count` elements of `buffer` on `stream` with the generator's next numbers.
+MPSRT_API void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec,
+                           Generator& generator, const Stream& stream);
+
+}  // namespace mpsrt

@@ -1,0 +1,352 @@
+"""Random numbers: Philox4x32-10 generators and random Buffers (torch.mps / torch.cuda names).
+
+Every op follows the stream definition of mpsrt/philox.h, so its numbers do not depend on
+the backend, the stream, the thread count or the machine.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _C
+from ._utils import DeviceLike, device_index
+from .streams import StreamContext
+
+Generator = _C.Generator
+Buffer = _C.Buffer
+
+RNG_STATE_SIZE = 44
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+_INTS = {"uint8": (0, 1 << 8), "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
+_BERNOULLI = (*_FLOATS, "uint8", "int32", "int64", "bool")
+
+
+def _seed_value(seed: Any, caller: str) -> int:
+    if isinstance(seed, bool):
+        raise TypeError(f"{caller}() expected an int seed, got bool")
+    try:
+        s = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"{caller}() expected an int seed, got {type(seed).__name__}") from None
+    if not -(1 << 63) <= s < (1 << 64):
+        raise ValueError(f"{caller}(): seed {s} is out of range: expected -2**63 <= seed < 2**64")
+    return s & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _rng_device(device: DeviceLike, caller: str) -> int:
+    return device_index(device, caller=caller)
+
+
+def default_generator(device: DeviceLike = None) -> Generator:
+    """The device's default generator."""
+    return _C.default_generator(_rng_device(device, "default_generator"))
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the current device's default generator and resets its offset to 0."""
+    _C.default_generator(_C.current_device()).manual_seed(_seed_value(seed, "manual_seed"))
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seeds the default generator of every device."""
+    s = _seed_value(seed, "manual_seed_all")
+    for d in range(_C.device_count()):
+        _C.default_generator(d).manual_seed(s)
+
+
+def seed() -> None:
+    """Seeds the current device's default generator nondeterministically."""
+    _C.default_generator(_C.current_device()).seed()
+
+
+def seed_all() -> None:
+    """Seeds every device's default generator nondeterministically."""
+    for d in range(_C.device_count()):
+        _C.default_generator(d).seed()
+
+
+def initial_seed() -> int:
+    """The seed of the current device's default generator."""
+    return _C.default_generator(_C.current_device()).initial_seed()
+
+
+def _state_bytes(new_state: Any, caller: str) -> bytes:
+    expected = (
+        "a contiguous uint8 buffer of 44 bytes (bytes, a numpy uint8 array or a torch ByteTensor)"
+    )
+    if isinstance(new_state, (bytes, bytearray, memoryview)):
+        data = bytes(new_state)
+    elif isinstance(new_state, np.ndarray):
+        if new_state.dtype != np.uint8:
+            raise TypeError(
+                f"{caller}() expected {expected}, got a numpy array of {new_state.dtype}"
+            )
+        if not new_state.flags.c_contiguous:
+            raise ValueError(f"{caller}(): the state array must be contiguous")
+        data = new_state.tobytes()
+    elif type(new_state).__module__.startswith("torch") and hasattr(new_state, "dtype"):
+        if str(new_state.dtype) != "torch.uint8":
+            raise TypeError(f"{caller}() expected {expected}, got a tensor of {new_state.dtype}")
+        data = new_state.detach().cpu().contiguous().numpy().tobytes()
+    else:
+        raise TypeError(f"{caller}() expected {expected}, got {type(new_state).__name__}")
+    if len(data) != RNG_STATE_SIZE:
+        raise ValueError(f"{caller}(): the state must be {RNG_STATE_SIZE} bytes, got {len(data)}")
+    return data
+
+
+def get_rng_state(device: DeviceLike = "mps") -> np.ndarray:
+    """The default generator's state: 44 bytes, uint8 (layout in mpsrt/generator.h)."""
+    return _C.default_generator(_rng_device(device, "get_rng_state")).get_state()
+
+
+def set_rng_state(new_state: Any, device: DeviceLike = "mps") -> None:
+    """Restores a state from get_rng_state()."""
+    data = _state_bytes(new_state, "set_rng_state")
+    _C.default_generator(_rng_device(device, "set_rng_state"))._set_state_bytes(data)
+
+
+def get_rng_state_all() -> list[np.ndarray]:
+    return [_C.default_generator(d).get_state() for d in range(_C.device_count())]
+
+
+def set_rng_state_all(new_states: Sequence[Any]) -> None:
+    states = list(new_states)
+    if len(states) != _C.device_count():
+        raise ValueError(
+            f"set_rng_state_all(): {len(states)} states for {_C.device_count()} devices"
+        )
+    data = [_state_bytes(s, "set_rng_state_all") for s in states]
+    for d, blob in enumerate(data):
+        _C.default_generator(d)._set_state_bytes(blob)
+
+
+def _generator_set_state(self: Generator, new_state: Any) -> None:
+    """Restores a state from get_state()."""
+    self._set_state_bytes(_state_bytes(new_state, "Generator.set_state"))
+
+
+Generator.set_state = _generator_set_state
+
+
+# ---------------------------------------------------------------- random fills
+
+
+def _generator_for(buf: Buffer, generator: Generator | None, caller: str) -> Generator:
+    if generator is None:
+        return _C.default_generator(buf.device)
+    if not isinstance(generator, Generator):
+        raise TypeError(
+            f"{caller}(): generator must be an mpsrt.Generator or None, got "
+            f"{type(generator).__name__}"
+        )
+    if generator.device != buf.device:
+        raise ValueError(
+            f"{caller}(): the generator is on device {generator.device} but the "
+            f"buffer on device {buf.device}"
+        )
+    return generator
+
+
+def _float(x: Any, name: str, caller: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{caller}(): {name} must be a number, got {type(x).__name__}")
+    v = float(x)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"{caller}(): {name} must be finite, got {v}")
+    return v
+
+
+def _fill(
+    buf: Buffer,
+    op: str,
+    generator: Generator | None,
+    caller: str,
+    *,
+    a: float = 0.0,
+    b: float = 1.0,
+    low: int = 0,
+    rng: int = 1,
+    p: float = 0.5,
+) -> Buffer:
+    gen = _generator_for(buf, generator, caller)
+    _C._random_fill(buf, op, a, b, low, rng, p, gen)
+    return buf
+
+
+def _uniform_(
+    self: Buffer, low: float = 0.0, high: float = 1.0, generator: Generator | None = None
+) -> Buffer:
+    """Fills with numbers uniform in [low, high), on the current stream."""
+    if self.dtype not in _FLOATS:
+        raise TypeError(f"uniform_() needs a floating-point Buffer, got {self.dtype}")
+    lo, hi = _float(low, "low", "uniform_"), _float(high, "high", "uniform_")
+    if not lo <= hi:
+        raise ValueError(f"uniform_(): expected low <= high, got low={lo}, high={hi}")
+    return _fill(self, "uniform", generator, "uniform_", a=lo, b=hi)
+
+
+def _normal_(
+    self: Buffer, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None
+) -> Buffer:
+    """Fills with normal numbers of the given mean and standard deviation."""
+    if self.dtype not in _FLOATS:
+        raise TypeError(f"normal_() needs a floating-point Buffer, got {self.dtype}")
+    m, s = _float(mean, "mean", "normal_"), _float(std, "std", "normal_")
+    if s < 0:
+        raise ValueError(f"normal_(): std must be >= 0, got {s}")
+    return _fill(self, "normal", generator, "normal_", a=m, b=s)
+
+
+def _int_arg(x: Any, name: str, caller: str) -> int:
+    if isinstance(x, bool):
+        raise TypeError(f"{caller}(): {name} must be an int, got bool")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{caller}(): {name} must be an int, got {type(x).__name__}") from None
+
+
+def _random_(
+    self: Buffer, low: int = 0, high: int | None = None, generator: Generator | None = None
+) -> Buffer:
+    """Fills with integers uniform in [low, high) (default high: the dtype's limit)."""
+    if self.dtype not in _INTS:
+        raise TypeError(f"random_() writes uint8, int32 or int64 Buffers, got {self.dtype}")
+    dmin, dmax = _INTS[self.dtype]
+    lo = _int_arg(low, "low", "random_")
+    hi = dmax if high is None else _int_arg(high, "high", "random_")
+    if not lo < hi:
+        raise ValueError(f"random_(): expected low < high, got low={lo}, high={hi}")
+    if lo < dmin or hi > dmax:
+        raise ValueError(f"random_(): [{lo}, {hi}) does not fit in {self.dtype} ([{dmin}, {dmax}))")
+    return _fill(self, "int", generator, "random_", low=lo, rng=hi - lo)
+
+
+def _bernoulli_(self: Buffer, p: float = 0.5, generator: Generator | None = None) -> Buffer:
+    """Fills with 1 with probability p, else 0."""
+    if self.dtype not in _BERNOULLI:
+        raise TypeError(f"bernoulli_() cannot write {self.dtype}")
+    pv = _float(p, "p", "bernoulli_")
+    if not 0.0 <= pv <= 1.0:
+        raise ValueError(f"bernoulli_(): p must be in [0, 1], got {pv}")
+    return _fill(self, "bernoulli", generator, "bernoulli_", p=pv)
+
+
+Buffer.uniform_ = _uniform_
+Buffer.normal_ = _normal_
+Buffer.random_ = _random_
+Buffer.bernoulli_ = _bernoulli_
+
+
+def _shape(size: tuple[Any, ...], caller: str) -> Any:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    if len(size) == 0:
+        raise TypeError(f"{caller}() missing the size")
+    return size
+
+
+def _new(size: Any, dtype: str, device: DeviceLike, stream: Any) -> Buffer:
+    return _C.empty(size, dtype, device, stream)
+
+
+def _on(stream: Any) -> StreamContext:
+    return StreamContext(stream)
+
+
+def rand(
+    *size: Any,
+    dtype: str = "float32",
+    generator: Generator | None = None,
+    device: DeviceLike = None,
+    stream: Any = None,
+) -> Buffer:
+    """Numbers uniform in [0, 1)."""
+    buf = _new(_shape(size, "rand"), dtype, device, stream)
+    with _on(stream):
+        return _uniform_(buf, 0.0, 1.0, generator)
+
+
+def randn(
+    *size: Any,
+    dtype: str = "float32",
+    generator: Generator | None = None,
+    device: DeviceLike = None,
+    stream: Any = None,
+) -> Buffer:
+    """Standard normal numbers."""
+    buf = _new(_shape(size, "randn"), dtype, device, stream)
+    with _on(stream):
+        return _normal_(buf, 0.0, 1.0, generator)
+
+
+def randint(
+    low: int,
+    high: Any = None,
+    size: Any = None,
+    *,
+    dtype: str = "int64",
+    generator: Generator | None = None,
+    device: DeviceLike = None,
+    stream: Any = None,
+) -> Buffer:
+    """Integers uniform in [low, high); randint(high, size) draws from [0, high)."""
+    if size is None:
+        if isinstance(high, (tuple, list)):
+            low, high, size = 0, low, high
+        else:
+            raise TypeError("randint() missing the size")
+    if high is None:
+        raise TypeError("randint() missing high")
+    buf = _new(size, dtype, device, stream)
+    with _on(stream):
+        return _random_(buf, low, high, generator)
+
+
+def bernoulli(
+    p: float,
+    size: Any,
+    *,
+    dtype: str = "float32",
+    generator: Generator | None = None,
+    device: DeviceLike = None,
+    stream: Any = None,
+) -> Buffer:
+    """1 with probability p, else 0."""
+    buf = _new(size, dtype, device, stream)
+    with _on(stream):
+        return _bernoulli_(buf, p, generator)
+
+
+def random_bits(
+    size: Any, *, generator: Generator | None = None, device: DeviceLike = None, stream: Any = None
+) -> Buffer:
+    """Raw Philox words (uint32): word j of the op is the Random123 output for its counter."""
+    buf = _new(size, "uint32", device, stream)
+    with _on(stream):
+        return _fill(buf, "bits", generator, "random_bits")
+
+
+__all__ = [
+    "Generator",
+    "bernoulli",
+    "default_generator",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "manual_seed",
+    "manual_seed_all",
+    "rand",
+    "randint",
+    "randn",
+    "random_bits",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
+]
