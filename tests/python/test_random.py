@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import threading
 
+import mpsrt
 import numpy as np
 import pytest
 from conftest import run_python
-
-import mpsrt
 
 KAT0 = [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]  # Random123: ctr 0, key 0
 
