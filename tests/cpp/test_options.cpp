@@ -44,7 +44,8 @@ std::string describe(const Env& env) {
 const std::vector<std::string> kNames = {
     "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
     "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
-    "MPSRT_LOG_PROFILE_INFO", "MPSRT_CPU_SPIN_US",          "MPSRT_CPU_ISA"};
+    "MPSRT_LOG_PROFILE_INFO", "MPSRT_CPU_SPIN_US",          "MPSRT_CPU_ISA",
+    "MPSRT_CPU_THREADS"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
