@@ -275,7 +275,8 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_TRACE_SIGNPOSTS", "0"},
                                                        {"MPSRT_LOG_PROFILE_INFO", "0"},
                                                        {"MPSRT_CPU_SPIN_US", "50"},
-                                                       {"MPSRT_CPU_ISA", "auto"}};
+                                                       {"MPSRT_CPU_ISA", "auto"},
+                                                       {"MPSRT_CPU_THREADS", "0"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);
