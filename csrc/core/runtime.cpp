@@ -76,7 +76,7 @@ backend::Backend& choose_backend(const Options& o) {
 
 DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
                              const Options& options)
-    : index_(index), dev_(std::move(dev)), generation_(++g_generation) {
+    : index_(index), dev_(std::move(dev)), generation_(g_generation.load()) {
   default_stream_ = std::make_unique<StreamImpl>(*this, 0, 0);
   all_streams_.push_back(default_stream_.get());
   stats_ = std::make_unique<MemoryStats>();
@@ -144,10 +144,15 @@ std::vector<StreamImpl*> DeviceContext::streams() {
 
 PooledEvent* DeviceContext::acquire_event() {
   std::lock_guard<std::mutex> lock(events_mu_);
-  if (!free_events_.empty()) {
-    PooledEvent* e = free_events_.back();
-    free_events_.pop_back();
-    return e;
+  // Only an event whose last record has completed may be reused: a stream still waiting on
+  // an older value must not be released by the new owner's records.
+  for (size_t i = free_events_.size(); i-- > 0;) {
+    PooledEvent* e = free_events_[i];
+    if (e->event->value() >= e->last_value) {
+      free_events_[i] = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
   }
   auto e = std::make_unique<PooledEvent>();
   e->event = dev_->create_event();
@@ -193,6 +198,8 @@ void DeviceContext::wait_idle() {
 }
 
 Runtime::Runtime(Options options) : options_(std::move(options)) {
+  // One generation per runtime: every device of it shares the thread-local stream table.
+  g_generation.fetch_add(1);
   backend_ = &choose_backend(options_);
   backend::BackendConfig cfg;
   cfg.cpu_devices = options_.cpu_devices;

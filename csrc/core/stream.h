@@ -50,8 +50,11 @@ class StreamImpl {
   /// Cost: two atomic loads, no lock. Work encoded by other threads concurrently may or may not
   /// be covered; everything that happened before the call is.
   uint64_t fence_value() const noexcept {
-    return committed_.load(std::memory_order_acquire) +
-           (open_pending_.load(std::memory_order_acquire) ? 1 : 0);
+    // The open-buffer flag first: if a commit cleared it after our own encode, the commit's
+    // sequence number (stored before the flag) is then visible. The value can only come out
+    // too high (a concurrent commit), which merely delays a reuse.
+    const bool pending = open_pending_.load(std::memory_order_acquire);
+    return committed_.load(std::memory_order_acquire) + (pending ? 1 : 0);
   }
   /// True once the command buffer with sequence number `seq` has been committed.
   bool committed_up_to(uint64_t seq) const noexcept {

@@ -38,6 +38,7 @@ class PyBuffer {
   const DType* dtype = nullptr;
   int device = 0;
   size_t nbytes = 0;
+  int exports = 0;  // live numpy / DLPack views
 };
 
 }  // namespace mpsrt::python

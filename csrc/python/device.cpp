@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/allocator/caching_allocator.h"
 #include "core/runtime.h"
 #include "mpsrt/device.h"
 #include "mpsrt/options.h"
@@ -84,6 +85,21 @@ void init_device(nb::module_& m) {
   m.def(
       "_reset_runtime",
       [](std::optional<std::map<std::string, std::string>> env) {
+        {
+          std::vector<detail::DeviceContext*> open;
+          try {
+            open = detail::Runtime::get().open_devices();
+          } catch (const std::exception&) {
+          }
+          for (detail::DeviceContext* d : open) {
+            const uint64_t live = d->allocator().allocated_bytes();
+            if (live != 0) {
+              throw std::runtime_error("[runtime] _reset_runtime: " + std::to_string(live) +
+                                       " bytes of live Buffers on device " +
+                                       std::to_string(d->index()) + "; delete them first");
+            }
+          }
+        }
         if (!env) {
           detail::Runtime::reset(nullptr);
           return;

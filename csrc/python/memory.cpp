@@ -152,9 +152,13 @@ uint64_t pattern_of(nb::handle value, const DType& d) {
                           std::string(nb::type_name(value.type()).c_str()))
                              .c_str());
   }
-  if (d.code == uint8_t(DC::Bool)) return nb::cast<bool>(value) ? 1 : 0;
+  if (d.code == uint8_t(DC::Bool)) return PyObject_IsTrue(value.ptr()) ? 1 : 0;
   if (d.code == uint8_t(DC::Float) || d.code == uint8_t(DC::Bfloat)) {
-    const double v = nb::cast<double>(value);
+    const double v = PyFloat_AsDouble(value.ptr());
+    if (v == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw nb::value_error((std::string("fill_(): value is out of range for ") + d.name).c_str());
+    }
     if (d.bits == 64) {
       uint64_t u;
       std::memcpy(&u, &v, 8);
@@ -214,8 +218,15 @@ void wait_for(const PyBuffer& b) {
   synchronize(b.device);
 }
 
-nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle owner) {
+nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle self) {
   check_live(b);
+  ++b.exports;
+  Py_INCREF(self.ptr());
+  nb::object owner = nb::steal(PyCapsule_New(self.ptr(), "mpsrt.export", [](PyObject* cap) {
+    auto* s = static_cast<PyObject*>(PyCapsule_GetPointer(cap, "mpsrt.export"));
+    nb::inst_ptr<PyBuffer>(s)->exports--;
+    Py_DECREF(s);
+  }));
   void* p = b.buf.host_ptr();
   if (p == nullptr && b.nbytes != 0) {
     throw std::runtime_error("[buffer] this device's memory is not host-visible; copy it first");
@@ -271,6 +282,9 @@ nb::list frames_list(const std::shared_ptr<const StackFrames>& frames) {
 const DType& parse_dtype(nb::handle obj, const DType& dflt) {
   if (obj.is_none()) return dflt;
   const DType* d = nullptr;
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return *find_dtype("float64");
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return *find_dtype("int64");
+  if (obj.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return *find_dtype("bool");
   if (PyUnicode_Check(obj.ptr())) {
     d = find_dtype(nb::cast<std::string>(obj));
   } else {
@@ -321,6 +335,9 @@ void init_memory(nb::module_& m) {
           [](nb::handle self) {
             PyBuffer& b = nb::cast<PyBuffer&>(self);
             wait_for(b);
+            if (b.dtype->code == uint8_t(DC::Bfloat)) {
+              throw nb::type_error("numpy() : numpy has no bfloat16; use torch.from_dlpack()");
+            }
             return nb::ndarray<nb::numpy>(as_ndarray(b, self));
           },
           "A numpy array sharing the memory (waits for pending work on the buffer first).")
@@ -350,7 +367,8 @@ void init_memory(nb::module_& m) {
             wait_for(b);
             // An unversioned DLPack capsule, which every consumer accepts; the stream and
             // max_version keywords need nothing more once the buffer's work is done.
-            return nb::cast(as_ndarray(b, self));
+            nb::object nd = nb::cast(nb::ndarray<nb::array_api>(as_ndarray(b, self)));
+            return nd.attr("__dlpack__")(**kwargs);
           },
           "DLPack export, zero-copy (waits for pending work on the buffer first).")
       .def("__dlpack_device__",
@@ -408,7 +426,11 @@ void init_memory(nb::module_& m) {
           "Marks the buffer as used by `stream`: its memory is not reused elsewhere until the "
           "stream's work so far is done (commands on other streams record this themselves).")
       .def(
-          "free", [](PyBuffer& b) { b.buf.reset(); },
+          "free",
+          [](PyBuffer& b) {
+            if (b.exports > 0) throw nb::buffer_error("free(): numpy/DLPack views are alive");
+            b.buf.reset();
+          },
           "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
           "used.");
 

@@ -154,6 +154,7 @@ def remove_reclaim_callback(handle: int) -> None:
 # ---------------------------------------------------------------- history and snapshots
 
 _HISTORY_ENABLED = (None, "state", "all")
+_STATE_ONLY = False
 _STACKS = ("python", "all")
 
 
@@ -179,6 +180,8 @@ def _record_memory_history(
     if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
         raise ValueError(f"max_entries must be an int >= 0, got {max_entries!r}")
     idx = _dev(device, "_record_memory_history")
+    global _STATE_ONLY
+    _STATE_ONLY = enabled == "state"
     _C._record_memory_history(
         enabled is not None,
         max_entries if enabled == "all" else 1,
@@ -225,7 +228,7 @@ def snapshot(device: DeviceLike = None) -> dict[str, Any]:
         if t["action"] == "free_requested":  # frees are stream-ordered; done when requested
             events.append(dict(t, action="free_completed"))
     traces = [[] for _ in range(_C.device_count())]
-    traces[idx] = events
+    traces[idx] = [] if _STATE_ONLY else events
     return {
         "segments": out_segments,
         "device_traces": traces,

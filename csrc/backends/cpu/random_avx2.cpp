@@ -172,6 +172,7 @@ struct F64Xf {
 
 struct Avx2Gen {
   static constexpr uint64_t kStepBlocks = kStep;
+  static constexpr bool kHalfFused = false;  // F16C is not part of the AVX2 check
 
   static void blocks(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t nb) {
     Keys k;
@@ -219,6 +220,8 @@ struct Avx2Gen {
                F64Xf<true>{_mm256_set1_pd(lo), _mm256_set1_pd(span)});
     }
   }
+  static void uniform_half(uint16_t*, uint64_t, uint64_t, uint64_t, float, float, bool, bool,
+                           bool) {}  // never called (kHalfFused == false)
 };
 
 }  // namespace

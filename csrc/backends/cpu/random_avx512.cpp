@@ -3,12 +3,17 @@
 // one block's 32-bit word in its low half, so one vpmuludq gives both halves of the product,
 // and the lane's full 64-bit counter (offset + block) carries into the second counter word.
 // Bit-identical to the scalar table (random_scalar.cpp).
-// GCC 12 reports its own _mm512_undefined_epi32() (the pass-through operand of the unmasked
-// shifts) as maybe-uninitialized; the warning is spurious.
+// GCC 12 reports the intrinsics' own _mm512_undefined_epi32() (the pass-through operand of the
+// unmasked shifts and conversions) as (maybe-)uninitialized; silenced for the header only.
 #if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include <cstring>
 
@@ -117,12 +122,18 @@ inline void run(void* out, const Keys& k, uint64_t blk, uint64_t steps, Xf xf) {
       cnt = _mm512_add_epi64(cnt, eight);
     }
     philox_x8<G>(c, k, w);
+    if constexpr (Xf::kNarrow) {  // two registers of words -> one of 16-bit elements
 #pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      put<M>(d + 128 * g, xf(w[g][0]));
-      put<M>(d + 128 * g + 64, xf(w[g][1]));
+      for (int g = 0; g < G; ++g) put<M>(d + 64 * g, xf(w[g][0], w[g][1]));
+      d += 64 * G;
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        put<M>(d + 128 * g, xf(w[g][0]));
+        put<M>(d + 128 * g + 64, xf(w[g][1]));
+      }
+      d += 128 * G;
     }
-    d += 128 * G;
   }
 }
 
@@ -142,11 +153,13 @@ inline void run_mode(void* out, uint64_t seed, uint64_t blk, uint64_t steps, boo
 }
 
 struct IdentityXf {
+  static constexpr bool kNarrow = false;
   __m512i operator()(__m512i w) const { return w; }
 };
 
 template <bool Affine>
 struct F32Xf {
+  static constexpr bool kNarrow = false;
   __m512 lo, span;
   __m512i operator()(__m512i w) const {
     __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)),
@@ -160,6 +173,7 @@ struct F32Xf {
 // exponent bias trick (AVX-512F has no unsigned 64-bit conversion without DQ).
 template <bool Affine>
 struct F64Xf {
+  static constexpr bool kNarrow = false;
   __m512d lo, span;
   __m512i operator()(__m512i w) const {
     const __m512i v = _mm512_srli_epi64(w, 11);
@@ -177,8 +191,53 @@ struct F64Xf {
   }
 };
 
+// float16: (w >> 21) * 2^-11, then low + (high - low) * u in float32, rounded to nearest even
+// by vcvtps2ph (IEEE rounding, as random_impl.h's f32_to_f16).
+template <bool Affine>
+struct F16Xf {
+  static constexpr bool kNarrow = true;
+  __m512 lo, span;
+  __m256i half(__m512i w) const {
+    __m512 u =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 21)), _mm512_set1_ps(4.8828125e-04f));
+    if constexpr (Affine) u = _mm512_add_ps(lo, _mm512_mul_ps(span, u));
+    return _mm512_cvtps_ph(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  __m512i operator()(__m512i w0, __m512i w1) const {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(half(w0)), half(w1), 1);
+  }
+};
+
+// bfloat16: (w >> 24) * 2^-8, then low + (high - low) * u in float32, rounded to nearest even
+// with the integer rounding of random_impl.h's f32_to_bf16 (NaN kept quiet).
+template <bool Affine>
+struct BF16Xf {
+  static constexpr bool kNarrow = true;
+  __m512 lo, span;
+  __m256i half(__m512i w) const {
+    __m512 u =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 24)), _mm512_set1_ps(3.90625e-03f));
+    if constexpr (Affine) u = _mm512_add_ps(lo, _mm512_mul_ps(span, u));
+    const __m512i x = _mm512_castps_si512(u);
+    const __m512i top = _mm512_srli_epi32(x, 16);
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+                                           _mm512_and_si512(top, _mm512_set1_epi32(1))),
+                          16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i r =
+        _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+  }
+  __m512i operator()(__m512i w0, __m512i w1) const {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(half(w0)), half(w1), 1);
+  }
+};
+
 struct Avx512Gen {
   static constexpr uint64_t kStepBlocks = kStep;
+  static constexpr bool kHalfFused = true;
 
   static void blocks(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t nb) {
     Keys k;
@@ -224,6 +283,22 @@ struct Avx512Gen {
     } else {
       run_mode(out, seed, blk, steps, aligned, nt,
                F64Xf<true>{_mm512_set1_pd(lo), _mm512_set1_pd(span)});
+    }
+  }
+  static void uniform_half(uint16_t* out, uint64_t seed, uint64_t blk, uint64_t steps, float lo,
+                           float span, bool bf16, bool aligned, bool nt) {
+    const bool identity = lo == 0.0f && span == 1.0f;
+    const __m512 l = _mm512_set1_ps(lo), s = _mm512_set1_ps(span);
+    if (bf16) {
+      if (identity) {
+        run_mode(out, seed, blk, steps, aligned, nt, BF16Xf<false>{l, s});
+      } else {
+        run_mode(out, seed, blk, steps, aligned, nt, BF16Xf<true>{l, s});
+      }
+    } else if (identity) {
+      run_mode(out, seed, blk, steps, aligned, nt, F16Xf<false>{l, s});
+    } else {
+      run_mode(out, seed, blk, steps, aligned, nt, F16Xf<true>{l, s});
     }
   }
 };

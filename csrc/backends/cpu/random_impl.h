@@ -15,6 +15,8 @@
 //   bits(uint32_t* out, seed, blk, steps, aligned, nt)
 //   uniform_f32(float* out, seed, blk, steps, lo, span, aligned, nt)
 //   uniform_f64(double* out, seed, blk, steps, lo, span, aligned, nt)
+// and, when kHalfFused, the float16 / bfloat16 (bf16) uniform:
+//   uniform_half(uint16_t* out, seed, blk, steps, lo, span, bf16, aligned, nt)
 #pragma once
 
 #include <math.h>
@@ -193,8 +195,9 @@ void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsig
   const uint64_t end = first + n;
   uint64_t e0 = (first + epb - 1) / epb * epb;  // first block boundary
   bool aligned = false;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(dst);
   for (uint64_t c = e0, k = 0; k < 64 / (epb * sizeof(T)); ++k, c += epb) {
-    if ((reinterpret_cast<uintptr_t>(dst + c) & 63) == 0) {
+    if (((base + c * sizeof(T)) & 63) == 0) {
       e0 = c;
       aligned = true;
       break;
@@ -212,11 +215,11 @@ void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsig
   generic_loop<G>(dst, p, e1, end - e1, wpe, f);
 }
 
-/// Body or generic, by whether G has fused loops.
-template <class G, class T, class F, class Fused>
+/// Body or generic, by whether G has fused loops (for this op: Enable).
+template <class G, bool Enable = (G::kStepBlocks > 0), class T, class F, class Fused>
 void body_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f,
                Fused fused) {
-  if constexpr (G::kStepBlocks > 0) {
+  if constexpr (Enable) {
     fused_loop<G>(dst, p, first, n, wpe, f, fused);
   } else {
     (void)fused;
@@ -280,18 +283,26 @@ void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
               });
           return;
         case RandomDType::F16:
-          generic_loop<G>(static_cast<uint16_t*>(dst), p, first, n, 1,
-                          [lo, span](const uint32_t* w) {
-                            const float t = span * G::u_f16(w[0]);
-                            return f32_to_f16(lo + t);
-                          });
+          body_loop<G, G::kHalfFused>(
+              static_cast<uint16_t*>(dst), p, first, n, 1,
+              [lo, span](const uint32_t* w) {
+                const float t = span * G::u_f16(w[0]);
+                return f32_to_f16(lo + t);
+              },
+              [&p, lo, span](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+                G::uniform_half(out, p.seed, blk, steps, lo, span, false, aligned, nt);
+              });
           return;
         case RandomDType::BF16:
-          generic_loop<G>(static_cast<uint16_t*>(dst), p, first, n, 1,
-                          [lo, span](const uint32_t* w) {
-                            const float t = span * G::u_bf16(w[0]);
-                            return f32_to_bf16(lo + t);
-                          });
+          body_loop<G, G::kHalfFused>(
+              static_cast<uint16_t*>(dst), p, first, n, 1,
+              [lo, span](const uint32_t* w) {
+                const float t = span * G::u_bf16(w[0]);
+                return f32_to_bf16(lo + t);
+              },
+              [&p, lo, span](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+                G::uniform_half(out, p.seed, blk, steps, lo, span, true, aligned, nt);
+              });
           return;
         case RandomDType::F64: {
           const double lo_d = p.a, span_d = p.b - p.a;

@@ -11,6 +11,7 @@ namespace {
 
 struct ScalarGen {
   static constexpr uint64_t kStepBlocks = 0;  // no fused loops
+  static constexpr bool kHalfFused = false;
   static void blocks(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t nb) {
     for (uint64_t i = 0; i < nb; ++i) {
       const philox::Words w = philox::block(seed, blk + i);
@@ -25,6 +26,8 @@ struct ScalarGen {
   static void bits(uint32_t*, uint64_t, uint64_t, uint64_t, bool, bool) {}
   static void uniform_f32(float*, uint64_t, uint64_t, uint64_t, float, float, bool, bool) {}
   static void uniform_f64(double*, uint64_t, uint64_t, uint64_t, double, double, bool, bool) {}
+  static void uniform_half(uint16_t*, uint64_t, uint64_t, uint64_t, float, float, bool, bool,
+                           bool) {}
 };
 
 }  // namespace

@@ -329,6 +329,10 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   size_t heap_size;
   const size_t max_buffer = max_buffer_;
   if (MPSRT_UNLIKELY(nbytes > max_buffer)) {
+    {
+      std::lock_guard<SpinLock> lock(mu_);
+      emit(AllocEvent{AllocAction::Oom, 0, 0, nbytes});
+    }
     throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
               std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
               human(max_buffer) + ")");
@@ -357,13 +361,25 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   }
 
   std::unique_lock<SpinLock> lock(mu_);
-  Block* b = try_bin(size, stream);
-  if (b == nullptr) b = try_reuse(pool, size, stream);
-  if (b == nullptr && !binned_.empty()) {
-    flush_bins();
-    b = try_reuse(pool, size, stream);
-  }
+  // Every rung of the ladder first looks for a cached block (exact-size bin, then best fit
+  // over everything merged), then for a new heap.
+  auto reuse = [&]() -> Block* {
+    Block* r = try_bin(size, stream);
+    if (r != nullptr) return r;
+    flush_bins();  // best fit sees every free block, merged (amortised: once per free)
+    return try_reuse(pool, size, stream);
+  };
+  const size_t plain_heap = heap_size;
   bool limited = false;
+  auto new_heap = [&]() -> Block* {
+    Block* r = try_new_heap(pool, size, heap_size, stream, &limited);
+    if (r == nullptr && heap_size != plain_heap) {
+      // A consolidated heap did not fit the limit or the device: the request alone may.
+      r = try_new_heap(pool, size, plain_heap, stream, &limited);
+    }
+    return r;
+  };
+  Block* b = reuse();
   if (b == nullptr) {
     const uint64_t low =
         low_ratio_ > 0.0 ? static_cast<uint64_t>(low_ratio_ * static_cast<double>(recommended_max_))
@@ -379,7 +395,7 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
       const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true);
       if (freed != 0) heap_size = round_up(std::max(heap_size, freed + size), kHugeRound);
     }
-    b = try_new_heap(pool, size, heap_size, stream, &limited);
+    b = new_heap();
   }
   if (b == nullptr) {
     emit(AllocEvent{AllocAction::Retry});
@@ -398,25 +414,25 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
       }
       lock.lock();
       if (retry) {
-        b = try_reuse(pool, size, stream);
-        if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+        b = reuse();
+        if (b == nullptr) b = new_heap();
       }
     }
   }
   if (b == nullptr) {  // free all cached
     release_heaps(SIZE_MAX);
-    b = try_reuse(pool, size, stream);
-    if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+    b = reuse();
+    if (b == nullptr) b = new_heap();
   }
   if (b == nullptr) {  // synchronize and free all
     lock.unlock();
     device_.wait_idle();
     lock.lock();
     release_heaps(SIZE_MAX);
-    b = try_reuse(pool, size, stream);
-    if (b == nullptr) b = try_new_heap(pool, size, heap_size, stream, &limited);
+    b = reuse();
+    if (b == nullptr) b = new_heap();
   }
-  if (b == nullptr) raise_oom(pool, size, heap_size, limited);
+  if (b == nullptr) raise_oom(pool, size, plain_heap, limited);
   b->requested = nbytes;
   b->id = ++next_block_id_;
   b->context = std::move(ctx);

@@ -1,0 +1,1052 @@
+"""Device memory (API.md "Memory"): empty(), Buffer, statistics, limits, history, errors.
+
+Each test measures against what it finds (the runtime is shared by the tests of a backend),
+and restores every setting it changes.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import re
+import sys
+import threading
+from collections.abc import Iterator
+
+import mpsrt
+import numpy as np
+import pytest
+from conftest import run_python
+from mpsrt import memory
+
+KiB = 1 << 10
+MiB = 1 << 20
+THIS_FILE = os.path.basename(__file__)
+
+# name -> (itemsize, numpy dtype or None when numpy has none)
+DTYPES = {
+    "uint8": (1, np.uint8),
+    "int8": (1, np.int8),
+    "int16": (2, np.int16),
+    "uint16": (2, np.uint16),
+    "int32": (4, np.int32),
+    "uint32": (4, np.uint32),
+    "int64": (8, np.int64),
+    "uint64": (8, np.uint64),
+    "float16": (2, np.float16),
+    "bfloat16": (2, None),
+    "float32": (4, np.float32),
+    "float64": (8, np.float64),
+    "bool": (1, np.bool_),
+}
+NUMPY_DTYPES = [n for n, (_, d) in DTYPES.items() if d is not None]
+
+
+def _settle() -> None:
+    gc.collect()
+    mpsrt.synchronize()
+
+
+def _drop_failure_references() -> None:
+    """pytest keeps the last failure's traceback in sys.last_*: its frames hold the failed
+    test's buffers, which would then outlive the test (and a runtime reset, which crashes)."""
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            setattr(sys, name, None)
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache() -> Iterator[None]:
+    # No automatic garbage collection during a test: it could free buffers of another test in
+    # the middle of a measurement.
+    _settle()
+    mpsrt.empty_cache()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        _drop_failure_references()
+        _settle()
+        mpsrt.empty_cache()
+
+
+@pytest.fixture
+def limit_bytes() -> Iterator:
+    """Call with a byte count to set the hard limit (as a fraction); restored afterwards."""
+    dev = mpsrt.current_device()
+    prev = mpsrt._C.set_per_process_memory_fraction(0.0, dev)
+    mpsrt._C.set_per_process_memory_fraction(prev, dev)
+
+    def apply(nbytes: int) -> float:
+        fraction = nbytes / mpsrt.recommended_max_memory()
+        mpsrt.set_per_process_memory_fraction(fraction)
+        return fraction
+
+    try:
+        yield apply
+    finally:
+        mpsrt._C.set_per_process_memory_fraction(prev, dev)
+
+
+def _fmt(n: int) -> str:
+    """The allocator's byte format ("300.00 MiB", "512 B")."""
+    v, unit = float(n), 0
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    while v >= 1024 and unit < 4:
+        v /= 1024
+        unit += 1
+    return f"{n} B" if unit == 0 else f"{v:.2f} {units[unit]}"
+
+
+def _assert_usable() -> None:
+    """The runtime still allocates, fills and reads back after an error."""
+    b = mpsrt.empty(64, dtype="uint8")
+    b.fill_(7)
+    assert (b.numpy() == 7).all()
+    s = mpsrt.memory_stats()
+    assert s["allocated_bytes.all.current"] == mpsrt.current_allocated_memory()
+    assert s["reserved_bytes.all.current"] >= s["allocated_bytes.all.current"]
+
+
+# ---------------------------------------------------------------------------- empty() and Buffer
+
+
+@pytest.mark.parametrize(
+    ("size", "shape"),
+    [
+        (10, (10,)),
+        ((2, 3), (2, 3)),
+        ([2, 3], (2, 3)),
+        ((4, 1, 2), (4, 1, 2)),
+        ((), ()),
+        (0, (0,)),
+        ((3, 0), (3, 0)),
+    ],
+)
+def test_empty_sizes(size: object, shape: tuple) -> None:
+    b = mpsrt.empty(size, dtype="float32")
+    assert b.shape == shape
+    assert isinstance(b.shape, tuple)
+    n = int(np.prod(shape)) if shape else 1
+    assert b.nbytes == 4 * n
+    if n:
+        assert b.data_ptr % 512 == 0
+    assert b.numpy().shape == shape
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_empty_every_dtype(name: str) -> None:
+    itemsize, npdt = DTYPES[name]
+    spellings: list[object] = [name, "torch." + name]
+    if npdt is not None:
+        spellings += [np.dtype(npdt), npdt]
+    for spelling in spellings:
+        b = mpsrt.empty((2, 3), dtype=spelling)
+        assert b.dtype == name, spelling
+        assert b.itemsize == itemsize
+        assert b.nbytes == 6 * itemsize
+        assert b.shape == (2, 3)
+        if npdt is not None:
+            assert b.numpy().dtype == np.dtype(npdt)
+    assert mpsrt.empty(4).dtype == "uint8", "the default dtype is uint8"
+
+
+def test_python_builtin_types_as_dtype() -> None:
+    # numpy and torch agree: float is float64, int is int64, bool is bool.
+    assert mpsrt.empty(2, dtype=float).dtype == "float64"
+    assert mpsrt.empty(2, dtype=int).dtype == "int64"
+    assert mpsrt.empty(2, dtype=bool).dtype == "bool"
+
+
+def test_buffer_attributes() -> None:
+    b = mpsrt.empty((3, 5), dtype="int16")
+    assert b.shape == (3, 5)
+    assert b.dtype == "int16"
+    assert b.nbytes == 30
+    assert b.device == mpsrt.current_device() == 0
+    assert isinstance(b.data_ptr, int)
+    assert b.data_ptr > 0 and b.data_ptr % 512 == 0
+    assert len(b) == 3
+    assert "int16" in repr(b) and "(3, 5)" in repr(b)
+    assert b.__dlpack_device__() == (1, 0)
+    other = mpsrt.empty((3, 5), dtype="int16")
+    assert other.data_ptr != b.data_ptr
+
+
+def test_numpy_shares_memory() -> None:
+    b = mpsrt.empty((4, 4), dtype="float32")
+    a = b.numpy()
+    assert a.ctypes.data == b.data_ptr
+    assert a.shape == (4, 4) and a.dtype == np.float32
+    a[...] = np.arange(16, dtype=np.float32).reshape(4, 4)
+    assert np.array_equal(b.numpy(), a), "writes through numpy are the buffer's bytes"
+    b.fill_(3.0)
+    mpsrt.synchronize()
+    assert (a == 3.0).all(), "a device fill is visible through the array"
+    assert np.shares_memory(a, b.numpy())
+
+
+@pytest.mark.parametrize("name", NUMPY_DTYPES)
+def test_numpy_from_dlpack_shares_memory(name: str) -> None:
+    b = mpsrt.empty((3, 4), dtype=name)
+    a = np.from_dlpack(b)
+    assert a.ctypes.data == b.data_ptr
+    assert a.shape == (3, 4)
+    assert a.dtype == np.dtype(DTYPES[name][1])
+    assert a.flags.writeable, (
+        "numpy.from_dlpack(buf) is read-only: numpy imports unversioned DLPack capsules "
+        "read-only; __dlpack__ must return a versioned capsule when max_version >= (1, 0)"
+    )
+    a.view(np.uint8)[...] = 0
+    a.view(np.uint8).reshape(-1)[: b.itemsize] = 1  # first element: bytes 01 01 ...
+    assert (b.numpy().view(np.uint8).reshape(-1)[: b.itemsize] == 1).all()
+    b.fill_(True if name == "bool" else 1)
+    mpsrt.synchronize()
+    assert (a == 1).all(), "a device fill is visible through the DLPack array"
+
+
+def test_dlpack_refuses_a_copy_or_another_device() -> None:
+    b = mpsrt.empty(8)
+    with pytest.raises(BufferError):
+        b.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        b.__dlpack__(dl_device=(2, 0))
+    assert np.from_dlpack(b).ctypes.data == b.data_ptr
+
+
+def test_torch_from_dlpack_shares_memory() -> None:
+    torch = pytest.importorskip(
+        "torch", reason="torch is not installed: DLPack into torch untested"
+    )
+    b = mpsrt.empty((4, 4), dtype="float32")
+    t = torch.from_dlpack(b)
+    assert t.data_ptr() == b.data_ptr
+    assert tuple(t.shape) == (4, 4) and t.dtype == torch.float32
+    t.fill_(2.5)
+    assert (b.numpy() == 2.5).all()
+    b.fill_(-1.0)
+    mpsrt.synchronize()
+    assert bool((t == -1.0).all())
+    bf = mpsrt.empty(3, dtype="bfloat16")
+    assert torch.from_dlpack(bf).dtype == torch.bfloat16
+
+
+def test_numpy_of_bfloat16_is_an_array_or_a_clear_error() -> None:
+    b = mpsrt.empty(4, dtype="bfloat16")
+    try:
+        a = b.numpy()
+    except (TypeError, ValueError, RuntimeError) as e:
+        assert "bfloat16" in str(e), f"unclear error: {e}"
+    else:
+        assert isinstance(a, np.ndarray), f"numpy() returned a {type(a).__name__}"
+        assert a.nbytes == 8 and a.ctypes.data == b.data_ptr
+
+
+# ---------------------------------------------------------------------------- fill_ and copy_
+
+
+def _bits(b: mpsrt.Buffer) -> np.ndarray:
+    """The buffer's elements as unsigned integers of the same width."""
+    raw = b.numpy() if b.dtype != "bfloat16" else None
+    if raw is None:
+        u = mpsrt.empty(b.shape, dtype="uint16")
+        u.copy_(b)
+        return u.numpy().reshape(-1)
+    return raw.view(f"u{b.itemsize}").reshape(-1)
+
+
+INT_CASES = {
+    "uint8": [0, 1, 0xAB, 255],
+    "int8": [-128, -1, 0, 127],
+    "int16": [-32768, -2, 0x1234, 32767],
+    "uint16": [0, 0xBEEF, 65535],
+    "int32": [-(2**31), -5, 2**31 - 1],
+    "uint32": [0, 0xDEADBEEF, 2**32 - 1],
+    "int64": [-(2**63), -7, 0x0123456789ABCDEF, 2**63 - 1],
+    "uint64": [0, 0xFEDCBA9876543210, 2**64 - 1],
+}
+
+
+@pytest.mark.parametrize("name", list(INT_CASES))
+def test_fill_integers(name: str) -> None:
+    b = mpsrt.empty(37, dtype=name)  # odd count: no vector-width luck
+    npdt = DTYPES[name][1]
+    for v in INT_CASES[name]:
+        b.fill_(v)
+        got = b.numpy()
+        assert (got == np.array(v).astype(npdt)).all(), (name, v, got[:4])
+        assert got.tobytes() == np.full(37, v, dtype=npdt).tobytes()
+
+
+FLOAT_VALUES = [
+    0.0,
+    -0.0,
+    1.0,
+    -2.5,
+    0.1,
+    1 / 3,
+    3.0e38,
+    1e-40,
+    65504.0,
+    65519.0,
+    65520.0,
+    1e10,
+    2.0**-24,
+    2.0**-25,
+    3 * 2.0**-25,
+    1 + 2.0**-11,
+    1 + 3 * 2.0**-11,
+    float("inf"),
+    -float("inf"),
+    float("nan"),
+]
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64"])
+def test_fill_floats_round_like_numpy(name: str) -> None:
+    npdt = DTYPES[name][1]
+    b = mpsrt.empty(9, dtype=name)
+    for v in FLOAT_VALUES:
+        b.fill_(v)
+        with np.errstate(all="ignore"):
+            # torch semantics: a Python float becomes a float32 first for 16-bit types
+            want = np.array(np.float32(v) if name == "float16" else v).astype(npdt)
+        got = b.numpy()
+        if np.isnan(want):
+            assert np.isnan(got).all(), (name, v)
+        else:
+            want_bits = want.view(f"u{b.itemsize}")
+            assert (_bits(b) == want_bits).all(), (
+                name,
+                v,
+                hex(int(_bits(b)[0])),
+                hex(int(want_bits)),
+            )
+
+
+BF16 = [
+    (1.0, 0x3F80),
+    (-2.0, 0xC000),
+    (1 + 2.0**-8, 0x3F80),  # a tie: to even
+    (1 + 3 * 2.0**-8, 0x3F82),  # a tie: to even (up)
+    (3.141592653589793, 0x4049),
+    (3.0e38, 0x7F62),
+    (3.4028234663852886e38, 0x7F80),  # rounds to inf
+    (float("inf"), 0x7F80),
+    (-float("inf"), 0xFF80),
+    (0.0, 0x0000),
+    (-0.0, 0x8000),
+    (1e-40, 0x0001),  # float32 subnormal 0x000116c2 rounds to 1
+]
+
+
+def test_fill_bfloat16_rounds_to_nearest_even() -> None:
+    b = mpsrt.empty(5, dtype="bfloat16")
+    for v, bits in BF16:
+        b.fill_(v)
+        got = _bits(b)
+        assert (got == bits).all(), (v, hex(int(got[0])), hex(bits))
+    b.fill_(float("nan"))
+    got = int(_bits(b)[0])
+    assert got & 0x7F80 == 0x7F80 and got & 0x007F != 0, hex(got)
+
+
+def test_fill_bool() -> None:
+    b = mpsrt.empty(11, dtype="bool")
+    b.fill_(True)
+    assert b.numpy().all() and (b.numpy().view(np.uint8) == 1).all()
+    b.fill_(False)
+    assert not b.numpy().any()
+
+
+@pytest.mark.parametrize(
+    ("value", "want"), [(1, True), (0, False), (2, True), (0.0, False), (2.5, True)]
+)
+def test_fill_bool_with_numbers(value: object, want: bool) -> None:
+    # torch: bool_tensor.fill_(v) stores bool(v)
+    b = mpsrt.empty(6, dtype="bool")
+    b.fill_(not want)
+    b.fill_(value)
+    assert (b.numpy() == want).all()
+    assert (b.numpy().view(np.uint8) == int(want)).all()
+
+
+def test_fill_returns_self_and_runs_in_order() -> None:
+    b = mpsrt.empty(1000, dtype="int32")
+    for v in range(20):
+        assert b.fill_(v) is b
+    assert (b.numpy() == 19).all()
+
+
+def test_copy_from_a_buffer_and_from_numpy() -> None:
+    src = mpsrt.empty((8, 8), dtype="float64")
+    src.copy_(np.arange(64, dtype=np.float64).reshape(8, 8))
+    assert np.array_equal(src.numpy(), np.arange(64).reshape(8, 8))
+    dst = mpsrt.empty((8, 8), dtype="float64")
+    assert dst.copy_(src) is dst
+    assert np.array_equal(dst.numpy(), src.numpy())
+    # Bytes are copied: a source of another dtype but the same size is accepted.
+    raw = mpsrt.empty(512, dtype="uint8")
+    raw.copy_(src)
+    assert raw.numpy().tobytes() == src.numpy().tobytes()
+    # Non-contiguous numpy input is made contiguous first.
+    big = np.arange(128, dtype=np.float64).reshape(8, 16)[:, ::2]
+    dst.copy_(big)
+    assert np.array_equal(dst.numpy(), big)
+    # Device copy ordered after a fill on the same stream.
+    src.fill_(5.0)
+    dst.copy_(src)
+    assert (dst.numpy() == 5.0).all()
+
+
+def test_copy_size_mismatch() -> None:
+    a = mpsrt.empty(16, dtype="float32")
+    b = mpsrt.empty(15, dtype="float32")
+    with pytest.raises(ValueError, match=r"60.*64|64.*60"):
+        a.copy_(b)
+    with pytest.raises(ValueError, match=r"sizes must match"):
+        a.copy_(np.zeros(3, dtype=np.float32))
+    _assert_usable()
+
+
+# ---------------------------------------------------------------------------- lifetime
+
+
+def test_free_then_use_raises_a_clear_value_error() -> None:
+    b = mpsrt.empty(1024, dtype="float32")
+    before = mpsrt.current_allocated_memory()
+    b.free()
+    assert mpsrt.current_allocated_memory() == before - 4096
+    assert b.shape == (1024,) and b.nbytes == 4096  # metadata stays readable
+    for use in (
+        lambda: b.data_ptr,
+        lambda: b.numpy(),
+        lambda: b.fill_(1.0),
+        lambda: b.copy_(np.zeros(1024, dtype=np.float32)),
+        lambda: np.from_dlpack(b),
+        lambda: mpsrt.empty(1024, dtype="float32").copy_(b),
+    ):
+        with pytest.raises(ValueError, match="released"):
+            use()
+    b.free()  # a second free is harmless
+    assert "released" in repr(b)
+    _assert_usable()
+
+
+def test_free_with_a_live_numpy_view_does_not_hand_the_memory_out_again() -> None:
+    b = mpsrt.empty(4096)
+    view = b.numpy()
+    start, end = view.ctypes.data, view.ctypes.data + view.nbytes
+    try:
+        b.free()
+    except (ValueError, BufferError):
+        pass  # refusing is fine too
+    others = [mpsrt.empty(4096) for _ in range(4)]
+    aliased = [o.data_ptr for o in others if o.data_ptr < end and start < o.data_ptr + o.nbytes]
+    view[...] = 1
+    for o in others:
+        o.fill_(2)
+    mpsrt.synchronize()
+    overwritten = int((view != 1).sum())
+    del others, view, b
+    assert not aliased, (
+        "free() returned memory that a live numpy array still uses: new buffers at "
+        f"{[hex(p) for p in aliased]} alias it"
+    )
+    assert overwritten == 0, f"{overwritten} bytes of the numpy array were overwritten"
+
+
+def test_memory_returns_when_the_last_reference_goes() -> None:
+    base = mpsrt.current_allocated_memory()
+    b = mpsrt.empty(MiB)
+    assert mpsrt.current_allocated_memory() == base + MiB
+    del b
+    assert mpsrt.current_allocated_memory() == base
+    # A numpy view keeps it alive.
+    b = mpsrt.empty(MiB)
+    view = b.numpy()
+    del b
+    assert mpsrt.current_allocated_memory() == base + MiB
+    view[0] = 1
+    del view
+    assert mpsrt.current_allocated_memory() == base
+    # So does a DLPack import.
+    b = mpsrt.empty(MiB)
+    d = np.from_dlpack(b)
+    del b
+    assert mpsrt.current_allocated_memory() == base + MiB
+    assert int(d[0]) >= 0
+    del d
+    assert mpsrt.current_allocated_memory() == base
+
+
+def test_a_buffer_alive_across_a_runtime_reset_is_safe(backend: str) -> None:
+    # conftest's runtime_env re-creates the runtime; a Buffer made before must then either
+    # make the reset refuse or be freed safely afterwards, never touch the destroyed allocator.
+    code = """
+import os, mpsrt
+b = mpsrt.empty(1000)
+try:
+    mpsrt._C._reset_runtime(dict(os.environ))
+except RuntimeError as e:
+    print("refused:", e)
+    raise SystemExit(0)
+c = mpsrt.empty(1000)
+del b
+d = mpsrt.empty(1000)
+assert mpsrt.current_allocated_memory() == 2048, mpsrt.current_allocated_memory()
+print("ok")
+"""
+    r = run_python(code, backend=backend)
+    assert r.returncode == 0, (
+        f"exit code {r.returncode} (-11/139: segfault) when a Buffer outlived a runtime reset\n"
+        f"{r.stdout}{r.stderr[-2000:]}"
+    )
+
+
+def test_a_freed_block_is_reused_on_the_same_stream() -> None:
+    b = mpsrt.empty(3000)
+    ptr = b.data_ptr
+    b.fill_(1)  # pending work does not block reuse on the same stream
+    del b
+    c = mpsrt.empty(3000)
+    assert c.data_ptr == ptr
+
+
+def _heap_holding(ptr: int) -> bool:
+    return any(
+        s["address"] <= ptr < s["address"] + s["total_size"] for s in memory.snapshot()["segments"]
+    )
+
+
+@pytest.mark.parametrize("how", ["fill_on_the_stream", "record_stream"])
+def test_memory_used_by_another_stream_waits_for_it(how: str) -> None:
+    s = mpsrt.Stream()
+    gate = threading.Event()
+    s.add_callback(lambda: gate.wait(20))  # holds the stream until the gate opens
+    try:
+        b = mpsrt.empty(5000)
+        ptr, end = b.data_ptr, b.data_ptr + b.nbytes
+        if how == "record_stream":
+            with mpsrt.stream(s):
+                s_work = mpsrt.empty(16)
+                s_work.fill_(1)  # something queued on s
+            b.record_stream(s)
+        else:
+            with mpsrt.stream(s):
+                b.fill_(1)  # queued on s behind the gate
+        del b
+        c = mpsrt.empty(5000)  # on the default stream
+        aliased = c.data_ptr < end and ptr < c.data_ptr + c.nbytes
+        del c
+        mpsrt.empty_cache()
+        kept = _heap_holding(ptr)
+    finally:
+        gate.set()
+    s.synchronize()
+    assert not aliased, "memory still in use by another stream was handed out"
+    assert kept, "empty_cache() released a heap another stream was still using"
+    mpsrt.empty_cache()
+    assert not _heap_holding(ptr) or mpsrt.current_allocated_memory() > 0
+
+
+def test_empty_on_a_stream() -> None:
+    s = mpsrt.Stream()
+    gate = threading.Event()
+    s.add_callback(lambda: gate.wait(20))
+    try:
+        b = mpsrt.empty(3000, stream=s)
+        ptr = b.data_ptr
+        with mpsrt.stream(s):
+            b.fill_(9)
+        del b
+        same = mpsrt.empty(3000, stream=s)  # its own stream: reusable at once
+        reused_on_s = same.data_ptr == ptr
+        with mpsrt.stream(s):
+            same.fill_(9)
+        del same
+        other = mpsrt.empty(3000)  # the default stream: must wait for s
+        aliased = other.data_ptr == ptr
+        del other
+    finally:
+        gate.set()
+    s.synchronize()
+    assert reused_on_s, "a block freed on a stream was not reused on that stream"
+    assert not aliased, "a block with work queued on a stream was handed to another stream"
+    with pytest.raises(TypeError, match="stream"):
+        mpsrt.empty(16, stream=0)  # type: ignore[arg-type]
+    _assert_usable()
+
+
+def test_each_device_has_its_own_allocator(backend: str, runtime_env) -> None:
+    if backend != "cpu":
+        pytest.skip("MPSRT_CPU_DEVICES is a cpu-backend setting")
+    with runtime_env(MPSRT_CPU_DEVICES="2"):
+        a0, a1 = mpsrt.memory_allocated(0), mpsrt.memory_allocated(1)
+        d1 = mpsrt._C.driver_allocated_memory(1)
+        b = mpsrt.empty(3 * MiB, device=1)
+        assert b.device == 1
+        assert mpsrt.memory_allocated(1) == a1 + 3 * MiB
+        assert mpsrt.memory_allocated(0) == a0
+        assert mpsrt._C.driver_allocated_memory(1) > d1
+        with mpsrt.device(1):
+            assert mpsrt.current_allocated_memory() == a1 + 3 * MiB
+        c = mpsrt.empty(3 * MiB, device="mps:1")
+        assert c.device == 1
+        with pytest.raises(ValueError, match="device"):
+            mpsrt.empty(16, device=1, stream=mpsrt.Stream(device=0))
+        with pytest.raises(ValueError):
+            mpsrt.empty(16, device=2)
+        del b, c
+        mpsrt.empty_cache()  # the current device (0) only
+        assert mpsrt._C.driver_allocated_memory(1) > d1
+        with mpsrt.device(1):
+            mpsrt.empty_cache()
+        assert mpsrt._C.driver_allocated_memory(1) == d1
+        assert mpsrt.memory_allocated(1) == a1
+
+
+# ---------------------------------------------------------------------------- limits
+
+
+def test_fraction_type_and_range_errors_match_torch() -> None:
+    for bad in (1, "0.5", None, True):
+        with pytest.raises(TypeError) as e:
+            mpsrt.set_per_process_memory_fraction(bad)  # type: ignore[arg-type]
+        assert str(e.value) == "Invalid type for fraction argument, must be `float`"
+    for bad in (2.5, -0.1, 2.0000001):
+        with pytest.raises(ValueError) as e:
+            mpsrt.set_per_process_memory_fraction(bad)
+        assert str(e.value) == f"Invalid fraction value: {bad}. Allowed range: 0~2"
+    with pytest.raises(ValueError):
+        mpsrt.set_per_process_memory_fraction(float("nan"))
+    _assert_usable()
+
+
+def test_fraction_limit_raises_out_of_memory_and_recovers(limit_bytes) -> None:
+    limit_bytes(256 * MiB)
+    ooms = mpsrt.memory_stats()["num_ooms"]
+    allocated = mpsrt.current_allocated_memory()
+    with pytest.raises(mpsrt.OutOfMemoryError) as e:
+        mpsrt.empty(300 * MiB)
+    assert isinstance(e.value, RuntimeError)
+    msg = str(e.value)
+    assert "300.00 MiB" in msg, f"names the size: {msg}"
+    assert "huge" in msg, f"names the pool: {msg}"
+    assert "allocated" in msg and "cached" in msg and "limit" in msg, msg
+    assert "MPSRT_HIGH_WATERMARK_RATIO" in msg and "set_per_process_memory_fraction" in msg, msg
+    assert mpsrt.memory_stats()["num_ooms"] == ooms + 1
+    assert mpsrt.current_allocated_memory() == allocated, "the failed allocation leaked"
+    ok = mpsrt.empty(200 * MiB)  # within the limit: works
+    ok.fill_(1)
+    del ok
+    _assert_usable()
+
+
+def test_an_allocation_within_the_limit_works_after_freeing(limit_bytes) -> None:
+    limit_bytes(256 * MiB)
+    b = mpsrt.empty(100 * MiB)
+    del b  # 100 MiB cached
+    c = mpsrt.empty(200 * MiB)  # 200 <= 256 once the cache is freed
+    assert c.nbytes == 200 * MiB
+    held = mpsrt.empty(40 * MiB)
+    del c  # 200 MiB cached, 40 MiB held
+    d = mpsrt.empty(150 * MiB)  # reuses the cached block
+    assert d.nbytes == 150 * MiB
+    del held, d
+    _assert_usable()
+
+
+def test_small_fraction_names_the_small_pool(limit_bytes) -> None:
+    limit_bytes(64 * MiB)
+    hold = mpsrt.empty(60 * MiB)
+    with pytest.raises(mpsrt.OutOfMemoryError, match="small"):
+        mpsrt.empty(1000)
+    del hold
+    _assert_usable()
+
+
+def test_zero_fraction_means_no_limit(limit_bytes) -> None:
+    limit_bytes(64 * MiB)
+    with pytest.raises(mpsrt.OutOfMemoryError):
+        mpsrt.empty(100 * MiB)
+    mpsrt.set_per_process_memory_fraction(0.0)
+    b = mpsrt.empty(100 * MiB)
+    assert b.nbytes == 100 * MiB
+
+
+def test_high_watermark_environment_variable(runtime_env) -> None:
+    rec = mpsrt.recommended_max_memory()
+    ratio = repr(128 * MiB / rec)
+    with runtime_env(MPSRT_HIGH_WATERMARK_RATIO=ratio, MPSRT_LOW_WATERMARK_RATIO=ratio):
+        with pytest.raises(mpsrt.OutOfMemoryError, match="MPSRT_HIGH_WATERMARK_RATIO"):
+            mpsrt.empty(200 * MiB)
+        b = mpsrt.empty(100 * MiB)
+        assert b.nbytes == 100 * MiB
+        del b
+
+
+def test_huge_sizes() -> None:
+    with pytest.raises((mpsrt.OutOfMemoryError, ValueError)) as e:
+        mpsrt.empty(2**62)
+    msg = str(e.value)
+    assert "max_buffer_size" in msg or "4194304.00 TiB" in msg or str(2**62) in msg, msg
+    with pytest.raises(ValueError, match="overflow"):
+        mpsrt.empty(2**62, dtype="float64")  # 2**65 bytes
+    with pytest.raises(ValueError):
+        mpsrt.empty(2**64)
+    _assert_usable()
+
+
+def test_reclaim_callback_frees_and_retries(limit_bytes, capfd) -> None:
+    limit_bytes(256 * MiB)
+    held = [mpsrt.empty(200 * MiB)]
+    asked: list[int] = []
+
+    def reclaim(needed: int) -> bool:
+        asked.append(needed)
+        held.clear()
+        return True
+
+    def broken(needed: int) -> bool:
+        raise RuntimeError("reclaim exploded")
+
+    ids = [memory.add_reclaim_callback(broken), memory.add_reclaim_callback(reclaim)]
+    try:
+        b = mpsrt.empty(150 * MiB)
+        assert b.nbytes == 150 * MiB
+        assert asked == [150 * MiB]
+        assert "reclaim exploded" in capfd.readouterr().err
+        del b
+    finally:
+        for i in ids:
+            memory.remove_reclaim_callback(i)
+    with pytest.raises(TypeError):
+        memory.add_reclaim_callback(42)
+    with pytest.raises(ValueError):
+        memory.remove_reclaim_callback(ids[0])
+    _assert_usable()
+
+
+# ---------------------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize(
+    ("size", "exc"),
+    [
+        (-1, ValueError),
+        ((2, -3), ValueError),
+        (1.5, TypeError),
+        ("3", TypeError),
+        ((2, "x"), TypeError),
+        ((2, 2.0), TypeError),
+        (True, TypeError),
+        (None, TypeError),
+        (tuple(range(1, 18)), ValueError),
+    ],
+)
+def test_bad_sizes(size: object, exc: type) -> None:
+    with pytest.raises(exc) as e:
+        mpsrt.empty(size)  # type: ignore[arg-type]
+    assert "empty()" in str(e.value)
+    _assert_usable()
+
+
+def test_bad_dtypes() -> None:
+    with pytest.raises(ValueError) as e:
+        mpsrt.empty(4, dtype="complex64")
+    for name in DTYPES:
+        assert name in str(e.value), f"the message lists the dtypes: {e.value}"
+    with pytest.raises(ValueError, match="float32"):
+        mpsrt.empty(4, dtype=np.complex64)
+    for bad in (3, 2.5, object(), [np.float32]):
+        with pytest.raises(TypeError, match="dtype"):
+            mpsrt.empty(4, dtype=bad)
+    _assert_usable()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value", "exc"),
+    [
+        ("uint8", "x", TypeError),
+        ("uint8", None, TypeError),
+        ("uint8", [1], TypeError),
+        ("float32", "1.0", TypeError),
+        ("int32", 1.5, TypeError),
+        ("uint8", 256, ValueError),
+        ("uint8", -1, ValueError),
+        ("int8", 128, ValueError),
+        ("int16", -32769, ValueError),
+        ("uint32", 2**32, ValueError),
+        ("int64", 2**63, ValueError),
+        ("uint64", 2**64, ValueError),
+        ("uint64", -1, ValueError),
+        ("float32", 10**400, ValueError),
+        ("float64", 10**400, ValueError),
+    ],
+    ids=lambda v: "10**400" if isinstance(v, int) and v > 2**64 else None,
+)
+def test_bad_fill_values(dtype: str, value: object, exc: type) -> None:
+    b = mpsrt.empty(8, dtype=dtype)
+    with pytest.raises(exc) as e:
+        b.fill_(value)
+    msg = str(e.value)
+    assert "fill_" in msg or dtype in msg or "range" in msg, f"unclear message: {msg!r}"
+    _assert_usable()
+
+
+# ---------------------------------------------------------------------------- statistics
+
+
+def test_memory_stats_keys() -> None:
+    s = mpsrt.memory_stats()
+    for stat in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
+        for pool in ("all", "small_pool", "large_pool"):
+            for field in ("current", "peak", "allocated", "freed"):
+                assert f"{stat}.{pool}.{field}" in s
+    for stat in ("allocation", "segment", "active"):
+        for pool in ("all", "small_pool", "large_pool"):
+            assert f"{stat}.{pool}.current" in s and f"{stat}.{pool}.peak" in s
+    for key in ("num_alloc_retries", "num_ooms", "inactive_split_bytes.all.current"):
+        assert key in s
+    assert all(isinstance(v, int) for v in s.values())
+    assert list(s) == sorted(s)
+
+
+def test_memory_stats_agree_with_the_accessors() -> None:
+    mpsrt.reset_peak_memory_stats()
+    a0 = mpsrt.memory_allocated()
+    small = mpsrt.empty(1000)
+    large = mpsrt.empty(3 * MiB)
+    huge = mpsrt.empty(12 * MiB)
+    s = mpsrt.memory_stats()
+    assert s["allocated_bytes.all.current"] == mpsrt.memory_allocated() == mpsrt.memory_allocated(0)
+    assert mpsrt.memory_allocated("mps") == mpsrt.memory_allocated()
+    assert mpsrt.current_allocated_memory() == mpsrt.memory_allocated()
+    assert mpsrt.memory_allocated() >= a0 + 1024 + 3 * MiB + 12 * MiB
+    assert (
+        s["allocated_bytes.small_pool.current"] + s["allocated_bytes.large_pool.current"]
+        == s["allocated_bytes.all.current"]
+    )
+    assert s["allocated_bytes.small_pool.current"] >= 1024
+    assert s["allocated_bytes.large_pool.current"] >= 15 * MiB
+    assert s["reserved_bytes.all.current"] == mpsrt.memory_reserved()
+    assert mpsrt.memory_reserved() >= mpsrt.memory_allocated()
+    if mpsrt.backend() == "cpu":
+        assert mpsrt.driver_allocated_memory() == mpsrt.memory_reserved()
+    peak = mpsrt.max_memory_allocated()
+    assert peak == s["allocated_bytes.all.peak"] >= mpsrt.memory_allocated()
+    assert mpsrt.max_memory_reserved() == s["reserved_bytes.all.peak"] >= mpsrt.memory_reserved()
+    del huge, large
+    assert mpsrt.max_memory_allocated() == peak, "the peak stays after frees"
+    assert mpsrt.memory_allocated() < peak
+    mpsrt.reset_peak_memory_stats()
+    assert mpsrt.max_memory_allocated() == mpsrt.memory_allocated()
+    assert mpsrt.max_memory_reserved() == mpsrt.memory_reserved()
+    more = mpsrt.empty(2 * MiB)
+    assert mpsrt.max_memory_allocated() == mpsrt.memory_allocated()
+    del more
+    mpsrt.reset_max_memory_allocated()
+    assert mpsrt.max_memory_allocated() == mpsrt.memory_allocated()
+    s = mpsrt.memory_stats()
+    assert s["allocation.all.current"] >= 1
+    assert s["requested_bytes.all.current"] <= s["allocated_bytes.all.current"]
+    del small
+    with pytest.raises(ValueError):
+        mpsrt.memory_stats(99)
+    with pytest.raises(TypeError):
+        mpsrt.memory_allocated(1.5)  # type: ignore[arg-type]
+
+
+def test_memory_summary_contains_the_figures() -> None:
+    keep = mpsrt.empty(3 * MiB)
+    text = mpsrt.memory_summary()
+    s = mpsrt.memory_stats()
+    assert "Allocated memory" in text and "Reserved memory" in text
+    assert memory._fmt(s["allocated_bytes.all.current"]) in text
+    assert memory._fmt(s["reserved_bytes.all.current"]) in text
+    assert re.search(rf"Out-of-memory errors\s+{s['num_ooms']}\b", text)
+    assert re.search(rf"Allocation retries\s+{s['num_alloc_retries']}\b", text)
+    short = mpsrt.memory_summary(abbreviated=True)
+    assert "from small pool" not in short and "from small pool" in text
+    del keep
+
+
+def test_empty_cache_lowers_driver_memory() -> None:
+    b = mpsrt.empty(40 * MiB)
+    c = mpsrt.empty(2 * MiB)
+    del b, c
+    before = mpsrt.driver_allocated_memory()
+    reserved = mpsrt.memory_reserved()
+    n = mpsrt.memory_stats()["num_empty_cache"]
+    mpsrt.empty_cache()
+    assert mpsrt.driver_allocated_memory() <= before - 40 * MiB
+    assert mpsrt.memory_reserved() <= reserved - 40 * MiB
+    assert mpsrt.memory_stats()["num_empty_cache"] == n + 1
+    assert mpsrt.memory_stats()["segment.all.current"] == len(memory.snapshot()["segments"])
+
+
+def test_set_cache_limit() -> None:
+    prev = mpsrt.set_cache_limit(0)
+    try:
+        assert isinstance(prev, int) and prev >= 0
+        assert mpsrt.set_cache_limit(32 * MiB) == 0
+        assert mpsrt.set_cache_limit(0) == 32 * MiB
+        # With no cache allowed, a heap that becomes empty goes back at once.
+        b = mpsrt.empty(40 * MiB)
+        reserved = mpsrt.memory_reserved()
+        del b
+        assert mpsrt.memory_reserved() <= reserved - 40 * MiB
+        for bad in ("1", 1.5, True, None):
+            with pytest.raises(TypeError):
+                mpsrt.set_cache_limit(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            mpsrt.set_cache_limit(-1)
+        assert mpsrt.set_cache_limit(2**70) == 0, "a rejected value changed the cap"
+    finally:
+        mpsrt.set_cache_limit(prev)
+    _assert_usable()
+
+
+# ---------------------------------------------------------------------------- history
+
+
+@pytest.fixture
+def recording() -> Iterator[None]:
+    memory._record_memory_history()
+    try:
+        yield
+    finally:
+        memory._record_memory_history(None)
+
+
+def _frames_name_this_file(frames: list[dict]) -> bool:
+    return any(os.path.basename(f["filename"]) == THIS_FILE for f in frames)
+
+
+def test_snapshot_and_history(recording, tmp_path) -> None:
+    a = mpsrt.empty(1000)
+    b = mpsrt.empty(20 * MiB)
+    a_ptr, b_ptr = a.data_ptr, b.data_ptr
+    del a
+    snap = memory.snapshot()
+    assert set(snap) >= {"segments", "device_traces"}
+    total = 0
+    live = {}
+    for seg in snap["segments"]:
+        assert {"address", "total_size", "segment_type", "blocks"} <= set(seg)
+        assert seg["segment_type"] in ("small", "large")
+        total += seg["total_size"]
+        at = seg["address"]
+        for blk in seg["blocks"]:
+            assert blk["address"] == at, "blocks tile the segment"
+            at += blk["size"]
+            if blk["state"] == "active_allocated":
+                live[blk["address"]] = blk
+        assert at == seg["address"] + seg["total_size"]
+    assert total == mpsrt.memory_reserved()
+    assert sum(bl["size"] for bl in live.values()) == mpsrt.memory_allocated()
+    assert b_ptr in live and a_ptr not in live
+    assert live[b_ptr]["requested_size"] == 20 * MiB
+    assert _frames_name_this_file(live[b_ptr]["frames"]), live[b_ptr]["frames"]
+    trace = snap["device_traces"][mpsrt.current_device()]
+    actions = [(t["action"], t["addr"]) for t in trace]
+    assert ("alloc", a_ptr) in actions and ("alloc", b_ptr) in actions
+    assert ("free_requested", a_ptr) in actions
+    assert actions.index(("alloc", a_ptr)) < actions.index(("alloc", b_ptr))
+    assert actions.index(("alloc", b_ptr)) < actions.index(("free_requested", a_ptr))
+    alloc_a = next(t for t in trace if t["action"] == "alloc" and t["addr"] == a_ptr)
+    assert alloc_a["size"] == 1024
+    assert _frames_name_this_file(alloc_a["frames"]), alloc_a["frames"]
+    assert {"action", "addr", "size", "stream", "frames"} <= set(alloc_a)
+    # _dump_snapshot writes the same thing as a pickle.
+    path = tmp_path / "snap.pickle"
+    memory._dump_snapshot(str(path))
+    with open(path, "rb") as f:
+        loaded = pickle.load(f)
+    assert {"segments", "device_traces"} <= set(loaded)
+    assert [s["address"] for s in loaded["segments"]] == [s["address"] for s in snap["segments"]]
+    del b
+    mpsrt.empty_cache()
+    kinds = [t["action"] for t in memory.snapshot()["device_traces"][0]]
+    assert "segment_free" in kinds and "free_requested" in kinds
+
+
+def test_history_stops_and_bad_arguments() -> None:
+    memory._record_memory_history(max_entries=4)
+    try:
+        bufs = [mpsrt.empty(512) for _ in range(6)]
+        assert len(memory.snapshot()["device_traces"][0]) == 4
+        del bufs
+    finally:
+        memory._record_memory_history(None)
+    c = mpsrt.empty(512)
+    assert memory.snapshot()["device_traces"][0] == []
+    del c
+    for kwargs in ({"enabled": "bogus"}, {"context": "x"}, {"stacks": "c++"}, {"max_entries": -1}):
+        with pytest.raises(ValueError):
+            memory._record_memory_history(**kwargs)
+    _assert_usable()
+
+
+def test_history_state_mode_keeps_no_trace() -> None:
+    # torch: enabled="state" keeps the allocated blocks' stacks but no event trace.
+    memory._record_memory_history("state")
+    try:
+        b = mpsrt.empty(4096)
+        c = mpsrt.empty(4096)
+        del c
+        snap = memory.snapshot()
+        assert snap["device_traces"][0] == []
+        blk = next(
+            bl for s in snap["segments"] for bl in s["blocks"] if bl["address"] == b.data_ptr
+        )
+        assert _frames_name_this_file(blk["frames"])
+        del b
+    finally:
+        memory._record_memory_history(None)
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def test_threads_never_get_overlapping_buffers() -> None:
+    lock = threading.Lock()
+    live: dict[int, int] = {}
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        mine: list[mpsrt.Buffer] = []
+        try:
+            for _ in range(300):
+                if mine and (len(mine) > 8 or rng.random() < 0.5):
+                    b = mine.pop(int(rng.integers(len(mine))))
+                    with lock:
+                        del live[b.data_ptr]
+                    continue
+                n = int(rng.choice([rng.integers(1, 4096), rng.integers(4096, 2 * MiB), 12 * MiB]))
+                b = mpsrt.empty(n)
+                with lock:
+                    for start, end in live.items():
+                        if start < b.data_ptr + n and b.data_ptr < end:
+                            errors.append(f"{b.data_ptr:#x}+{n} overlaps {start:#x}..{end:#x}")
+                    live[b.data_ptr] = b.data_ptr + n
+                mine.append(b)
+            for b in mine:
+                with lock:
+                    del live[b.data_ptr]
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+
+    before = mpsrt.current_allocated_memory()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert mpsrt.current_allocated_memory() == before
+    assert mpsrt.memory_stats()["allocated_bytes.all.current"] == before
