@@ -85,13 +85,9 @@ void StreamImpl::wait_idle() {
 }
 
 bool StreamImpl::query() {
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (open_ && open_->size() > 0) return false;
-    seq = committed_;
-  }
-  return completed_->value() >= seq;
+  // Lock-free: it must answer even while an encoder holds the lock, waiting on back-pressure.
+  if (open_pending_.load(std::memory_order_acquire)) return false;
+  return completed_->value() >= committed_.load(std::memory_order_acquire);
 }
 
 void StreamImpl::wait_for(uint64_t seq) {

@@ -379,7 +379,9 @@ void init_memory(nb::module_& m) {
             PyBuffer& b = nb::cast<PyBuffer&>(self);
             check_live(b);
             const uint64_t p = pattern_of(value, *b.dtype);
-            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), current_stream(b.device));
+            const Stream s = current_stream(b.device);
+            nb::gil_scoped_release release;  // the stream's lock may be held by a committer
+            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
             return nb::borrow(self);
           },
           nb::arg("value"), "Fills every element with value, on the current stream.")
@@ -391,7 +393,9 @@ void init_memory(nb::module_& m) {
             if (nb::isinstance<PyBuffer>(src)) {
               const PyBuffer& s = nb::cast<const PyBuffer&>(src);
               check_live(s);
-              b.buf.copy_from(s.buf, current_stream(b.device));
+              const Stream st = current_stream(b.device);
+              nb::gil_scoped_release release;
+              b.buf.copy_from(s.buf, st);
             } else {
               // Host data: any C-contiguous buffer-protocol object of the same size.
               nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);

@@ -99,7 +99,9 @@ void init_random(nb::module_& m) {
           throw nb::value_error("Buffer: this buffer was released (free()); allocate a new one");
         }
         uint64_t count = buf.nbytes / (buf.dtype->bits / 8);
-        random_fill(buf.buf, count, spec, gen, current_stream(buf.device));
+        const Stream s = current_stream(buf.device);
+        nb::gil_scoped_release release;  // the stream's lock may be held by a committer
+        random_fill(buf.buf, count, spec, gen, s);
       },
       nb::arg("buffer"), nb::arg("op"), nb::arg("a"), nb::arg("b"), nb::arg("low"),
       nb::arg("range"), nb::arg("p"), nb::arg("generator"));

@@ -87,12 +87,18 @@ void init_stream(nb::module_& m) {
                                     std::string(nb::type_name(e.type()).c_str()))
                                        .c_str());
             }
-            s.wait_event(nb::cast<Event&>(e));
+            Event& ev = nb::cast<Event&>(e);
+            nb::gil_scoped_release release;  // may commit the recording stream
+            s.wait_event(ev);
           },
           nb::arg("event"), "Later work on this stream waits (on the device) for the event.")
       .def(
           "wait_stream",
-          [](Stream& s, nb::handle other) { s.wait_stream(stream_of(other, "wait_stream()")); },
+          [](Stream& s, nb::handle other) {
+            const Stream o = stream_of(other, "wait_stream()");
+            nb::gil_scoped_release release;  // commits `other`
+            s.wait_stream(o);
+          },
           nb::arg("stream"), "Later work on this stream waits for `stream`'s work so far.")
       .def(
           "record_event",
@@ -113,10 +119,16 @@ void init_stream(nb::module_& m) {
           nb::arg("event") = nb::none(), "Records an event (a new one when None) and returns it.")
       .def(
           "add_callback",
-          [](Stream& s, nb::callable fn) { s.add_callback(PyCallback(std::move(fn))); },
+          [](Stream& s, nb::callable fn) {
+            PyCallback cb(std::move(fn));
+            // Committing may wait on back-pressure for earlier callbacks, which need the GIL.
+            nb::gil_scoped_release release;
+            s.add_callback(std::move(cb));
+          },
           nb::arg("fn"),
           "Runs fn() on a runtime thread once the stream's work so far is done; an exception "
-          "in fn is raised by the stream's next synchronize().")
+          "in fn is raised by the stream's next synchronize(). fn must not wait for the "
+          "device (synchronize(), Buffer.numpy()): it runs as part of the device's work.")
       .def("__eq__",
            [](const Stream& a, nb::handle b) {
              return nb::isinstance<Stream>(b) && nb::cast<Stream>(b) == a;
@@ -131,8 +143,10 @@ void init_stream(nb::module_& m) {
       .def(
           "record",
           [](Event& e, nb::handle stream) {
-            e.record(stream.is_none() ? current_stream(e.device() < 0 ? -1 : e.device())
-                                      : stream_of(stream, "Event.record()"));
+            const Stream s = stream.is_none() ? current_stream(e.device() < 0 ? -1 : e.device())
+                                              : stream_of(stream, "Event.record()");
+            nb::gil_scoped_release release;  // the stream's lock may be held by a committer
+            e.record(s);
           },
           nb::arg("stream") = nb::none(),
           "Marks the point after the stream's work so far (default: the current stream).")
@@ -140,14 +154,18 @@ void init_stream(nb::module_& m) {
           "wait",
           [](const Event& e, nb::handle stream) {
             if (stream.is_none()) {
+              nb::gil_scoped_release release;  // may commit the recording stream
               e.wait();
             } else {
-              e.wait(stream_of(stream, "Event.wait()"));
+              const Stream s = stream_of(stream, "Event.wait()");
+              nb::gil_scoped_release release;
+              e.wait(s);
             }
           },
           nb::arg("stream") = nb::none(),
           "Makes the stream's later work wait on the device (the host does not block).")
-      .def("query", &Event::query, "True once the last record has completed.")
+      .def("query", &Event::query, nb::call_guard<gil_scoped_release>(),
+           "True once the last record has completed.")
       .def("synchronize", &Event::synchronize, nb::call_guard<gil_scoped_release>(),
            "Waits on the host for the last record.")
       .def(

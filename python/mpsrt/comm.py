@@ -79,14 +79,18 @@ def scatter(
     d = _dim(dim, len(buf.shape), "scatter")
     n = buf.shape[d]
     if chunk_sizes is None:
-        step = -(-n // len(devs))
-        sizes = [max(0, min(step, n - i * step)) for i in range(len(devs))]
+        # As torch.chunk: chunks of ceil(n / devices); the last devices may get none.
+        step = max(1, -(-n // len(devs)))
+        sizes = [min(step, n - i * step) for i in range(len(devs)) if n - i * step > 0]
+        devs = devs[: len(sizes)]
     else:
         sizes = list(chunk_sizes)
         if len(sizes) != len(devs):
             raise ValueError(f"scatter(): {len(sizes)} chunk sizes for {len(devs)} devices")
-        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in sizes):
-            raise ValueError("scatter(): chunk sizes must be ints >= 0")
+        if any(isinstance(s, bool) or not isinstance(s, int) for s in sizes):
+            raise TypeError("scatter(): chunk sizes must be ints")
+        if any(s < 0 for s in sizes):
+            raise ValueError("scatter(): chunk sizes must be >= 0")
         if sum(sizes) != n:
             raise ValueError(
                 f"scatter(): chunk sizes add up to {sum(sizes)}, but dimension {d} has size {n}"

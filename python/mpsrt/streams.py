@@ -21,8 +21,10 @@ def default_stream(device: DeviceLike = None) -> Stream:
     return _C.default_stream(device_index(device, caller="default_stream"))
 
 
-def set_stream(stream: Stream) -> None:
-    """Makes `stream` the calling thread's current stream on its device."""
+def set_stream(stream: Stream | None) -> None:
+    """Makes `stream` the calling thread's current stream on its device (None: no-op)."""
+    if stream is None:
+        return
     if not isinstance(stream, Stream):
         raise TypeError(f"set_stream() expected an mpsrt.Stream, got {type(stream).__name__}")
     _C.set_stream(stream)

@@ -150,7 +150,12 @@ float bf16_value(uint16_t h) {
 // Round to nearest even by search over the ordered positive codes [0, inf_code] of a 16-bit
 // format: a different method from the kernels' bit manipulation.
 uint16_t round_by_search(float f, float (*value)(uint16_t), uint16_t inf_code) {
-  if (std::isnan(f)) return 0x7fff;
+  if (std::isnan(f)) {  // quiet, sign and top payload bits kept (as x86's conversions)
+    const uint32_t x = f32_to_bits(f);
+    return inf_code == 0x7c00
+               ? static_cast<uint16_t>(((x >> 16) & 0x8000) | 0x7e00 | ((x >> 13) & 0x3ff))
+               : static_cast<uint16_t>((x >> 16) | 0x40);
+  }
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   const double a = std::fabs(static_cast<double>(f));
   // Largest code c with value(c) <= a.
@@ -363,6 +368,8 @@ std::vector<RandomParams> all_cases() {
   add(RandomOp::Uniform, RandomDType::F16, ab(-1e-5, 1e-5));       // subnormal halves
   add(RandomOp::Uniform, RandomDType::F16, ab(-3, 70000));         // overflow to infinity
   add(RandomOp::Uniform, RandomDType::BF16, ab(1000.5, 1001.25));  // rounding ties
+  add(RandomOp::Uniform, RandomDType::F16, ab(-INFINITY, 1));      // NaN
+  add(RandomOp::Uniform, RandomDType::BF16, ab(-INFINITY, 1));     // NaN
   for (RandomDType dt : {RandomDType::F32, RandomDType::F16, RandomDType::BF16, RandomDType::F64}) {
     add(RandomOp::Normal, dt, ab(0, 1));
     add(RandomOp::Normal, dt, ab(3, 0.5));
