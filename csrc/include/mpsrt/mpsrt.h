@@ -7,6 +7,6 @@
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
 #include "mpsrt/generator.h"
-#include "mpsrt/philox.h"
 #include "mpsrt/options.h"
+#include "mpsrt/philox.h"
 #include "mpsrt/stream.h"
