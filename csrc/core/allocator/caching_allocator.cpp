@@ -366,7 +366,9 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   auto reuse = [&]() -> Block* {
     Block* r = try_bin(size, stream);
     if (r != nullptr) return r;
-    flush_bins();  // best fit sees every free block, merged (amortised: once per free)
+    r = try_reuse(pool, size, stream);
+    if (r != nullptr || binned_.empty()) return r;
+    flush_bins();
     return try_reuse(pool, size, stream);
   };
   const size_t plain_heap = heap_size;
