@@ -65,18 +65,19 @@ def _two_streams(quick: bool, n: int) -> list[Row]:
         buf.fill_(0)
     mpsrt.synchronize()
 
+    # mpsrt.synchronize() commits every stream before waiting, so the two fills run side by
+    # side (a stream's own synchronize() may run its work on the calling thread).
     def one() -> None:
         with mpsrt.stream(s1):
             a.fill_(1)
-        s1.synchronize()
+        mpsrt.synchronize()
 
     def two() -> None:
         with mpsrt.stream(s1):
             a.fill_(2)
         with mpsrt.stream(s2):
             b.fill_(2)
-        s1.synchronize()
-        s2.synchronize()
+        mpsrt.synchronize()
 
     st = measure_interleaved(
         {"one": one, "two": two}, rounds=2 if quick else 6, warmup=1, repeats=5 if quick else 10

@@ -136,6 +136,15 @@ class Queue {
   /// Hands a recorded command buffer to the device. Returns at once; on_complete runs on a
   /// runtime thread once every command has executed (or one failed), in commit order.
   virtual void commit(std::unique_ptr<CommandBuffer> cb, CompletionFn on_complete) = 0;
+  /// Optionally runs a command buffer to completion on the calling thread, which is about to
+  /// wait for it anyway (a host-memory backend saves the hand-off and keeps the data in the
+  /// caller's cache). The core calls it only when every earlier command buffer of this queue
+  /// has completed. Returns false (leaving cb untouched) to have it committed instead.
+  virtual bool run_inline(std::unique_ptr<CommandBuffer>& cb, const CompletionFn& on_complete) {
+    (void)cb;
+    (void)on_complete;
+    return false;
+  }
 };
 
 /// One device of a backend.

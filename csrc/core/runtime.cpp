@@ -181,9 +181,12 @@ DeviceProperties DeviceContext::properties(const char* backend_name) const {
 }
 
 void DeviceContext::synchronize() {
-  // Every stream is waited for even when one failed; the first failure is raised after.
+  // Commit every stream first, so their work runs side by side, then wait for each. Every
+  // stream is waited for even when one failed; the first failure is raised after.
+  const std::vector<StreamImpl*> all = streams();
+  for (StreamImpl* s : all) s->flush();
   std::exception_ptr first;
-  for (StreamImpl* s : streams()) {
+  for (StreamImpl* s : all) {
     try {
       s->synchronize();
     } catch (...) {

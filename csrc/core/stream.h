@@ -65,7 +65,13 @@ class StreamImpl {
   /// Waits for all work without consuming a recorded command failure (allocator, teardown).
   void wait_idle();
   /// Commits what is open and waits for everything committed; rethrows a command failure.
+  /// When nothing else is in flight the backend may run the open work on the calling thread.
   void synchronize();
+  /// Commits the open command buffer if it holds commands (never runs it inline).
+  void flush() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_ && open_->size() > 0) commit_locked();
+  }
   /// True when every command encoded so far has completed.
   bool query();
 

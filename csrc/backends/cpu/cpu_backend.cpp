@@ -257,6 +257,13 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
   size_t size() const noexcept override { return cmds_.size(); }
   // Drops the commands (and what their callbacks hold) once executed.
   void release_commands() { cmds_.clear(); }
+  /// True when a command must run on a runtime thread (host callbacks promise that).
+  bool has_host_callback() const {
+    for (const Cmd& c : cmds_) {
+      if (c.kind == Cmd::kCallback) return true;
+    }
+    return false;
+  }
 
   // Queue links (see CpuQueue).
   std::atomic<CpuCommandBuffer*> next{nullptr};
@@ -340,6 +347,17 @@ class CpuQueue final : public backend::Queue {
     CpuCommandBuffer* prev = tail_.exchange(node, std::memory_order_acq_rel);
     prev->next.store(node, std::memory_order_seq_cst);
     park_.notify();
+  }
+
+  // Cost: the command buffer's own work, on the caller; no hand-off, no wake-up.
+  bool run_inline(std::unique_ptr<backend::CommandBuffer>& cb,
+                  const CompletionFn& on_complete) override {
+    auto* c = static_cast<CpuCommandBuffer*>(cb.get());
+    if (c->has_host_callback()) return false;
+    const Completion done = c->execute(ctx_);
+    cb.reset();
+    if (on_complete) on_complete(done);
+    return true;
   }
 
  private:
