@@ -3,12 +3,22 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+
+#include "mpsrt/stream.h"
+
 namespace mpsrt::python {
 namespace nb = nanobind;
 
 /// The device index a Python argument names (None: the current device), checked; errors as
 /// mpsrt._utils.device_index raises them. `caller` names the function in messages.
 int device_arg(nb::handle device, const char* caller);
+
+/// The Stream an argument holds; TypeError("<caller>: expected an mpsrt.Stream, got ...").
+Stream stream_of(nb::handle obj, const char* caller);
+
+/// Raises TypeError("<what>, got <type of got>").
+[[noreturn]] void type_error_got(const std::string& what, nb::handle got);
 
 void init_device(nb::module_& m);
 void init_stream(nb::module_& m);

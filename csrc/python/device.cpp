@@ -27,6 +27,10 @@ std::string props_repr(const DeviceProperties& p) {
 }
 }  // namespace
 
+void type_error_got(const std::string& what, nb::handle got) {
+  throw nb::type_error((what + ", got " + nb::type_name(got.type()).c_str()).c_str());
+}
+
 int device_arg(nb::handle device, const char* caller) {
   if (device.is_none()) return current_device();
   if (PyLong_CheckExact(device.ptr())) {

@@ -62,9 +62,7 @@ Shape parse_shape(nb::handle size, size_t* count) {
   Shape shape;
   auto add = [&](nb::handle h) {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
-      throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
-                            std::string(nb::type_name(h.type()).c_str()))
-                               .c_str());
+      type_error_got("empty(): size must be an int or a sequence of ints", h);
     }
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
@@ -87,9 +85,7 @@ Shape parse_shape(nb::handle size, size_t* count) {
     const Py_ssize_t n = PyList_GET_SIZE(size.ptr());
     for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(size.ptr(), i));
   } else {
-    throw nb::type_error(("empty(): size must be an int or a sequence of ints, got " +
-                          std::string(nb::type_name(size.type()).c_str()))
-                             .c_str());
+    type_error_got("empty(): size must be an int or a sequence of ints", size);
   }
   size_t n = 1;
   for (int64_t d : shape) {
@@ -105,9 +101,7 @@ Shape parse_shape(nb::handle size, size_t* count) {
 Stream stream_arg(nb::handle stream, int device) {
   if (stream.is_none()) return current_stream(device);
   if (!nb::isinstance<Stream>(stream)) {
-    throw nb::type_error(("empty(): stream must be an mpsrt.Stream or None, got " +
-                          std::string(nb::type_name(stream.type()).c_str()))
-                             .c_str());
+    type_error_got("empty(): stream must be an mpsrt.Stream or None", stream);
   }
   const Stream s = nb::cast<Stream>(stream);
   if (s.device() != device) {
@@ -148,9 +142,7 @@ uint64_t pattern_of(nb::handle value, const DType& d) {
   const bool is_int = PyLong_Check(value.ptr()) && !is_bool;
   const bool is_float = PyFloat_Check(value.ptr());
   if (!is_bool && !is_int && !is_float) {
-    throw nb::type_error(("fill_(): value must be a bool, int or float, got " +
-                          std::string(nb::type_name(value.type()).c_str()))
-                             .c_str());
+    type_error_got("fill_(): value must be a bool, int or float", value);
   }
   if (d.code == uint8_t(DC::Bool)) return PyObject_IsTrue(value.ptr()) ? 1 : 0;
   if (d.code == uint8_t(DC::Float) || d.code == uint8_t(DC::Bfloat)) {
@@ -294,9 +286,7 @@ const DType& parse_dtype(nb::handle obj, const DType& dflt) {
       d = find_dtype(nb::cast<std::string>(obj.attr("__name__")));
     }
     if (d == nullptr && !nb::hasattr(obj, "itemsize") && !nb::hasattr(obj, "is_floating_point")) {
-      throw nb::type_error(("dtype must be a str, a numpy dtype or a torch dtype, got " +
-                            std::string(nb::type_name(obj.type()).c_str()))
-                               .c_str());
+      type_error_got("dtype must be a str, a numpy dtype or a torch dtype", obj);
     }
   }
   if (d == nullptr) {
@@ -418,13 +408,9 @@ void init_memory(nb::module_& m) {
       .def(
           "record_stream",
           [](PyBuffer& b, nb::handle stream) {
-            if (!nb::isinstance<Stream>(stream)) {
-              throw nb::type_error(("record_stream(): expected an mpsrt.Stream, got " +
-                                    std::string(nb::type_name(stream.type()).c_str()))
-                                       .c_str());
-            }
+            const Stream s = stream_of(stream, "record_stream()");
             check_live(b);
-            b.buf.record_stream(nb::cast<Stream>(stream));
+            b.buf.record_stream(s);
           },
           nb::arg("stream"),
           "Marks the buffer as used by `stream`: its memory is not reused elsewhere until the "

@@ -49,16 +49,14 @@ std::string stream_repr(const Stream& s) {
          ")";
 }
 
+}  // namespace
+
 Stream stream_of(nb::handle obj, const char* caller) {
   if (!nb::isinstance<Stream>(obj)) {
-    throw nb::type_error((std::string(caller) + ": expected an mpsrt.Stream, got " +
-                          nb::type_name(obj.type()).c_str())
-                             .c_str());
+    type_error_got(std::string(caller) + ": expected an mpsrt.Stream", obj);
   }
   return nb::cast<Stream>(obj);
 }
-
-}  // namespace
 
 void init_stream(nb::module_& m) {
   using nb::gil_scoped_release;
@@ -83,9 +81,7 @@ void init_stream(nb::module_& m) {
           "wait_event",
           [](Stream& s, nb::handle e) {
             if (!nb::isinstance<Event>(e)) {
-              throw nb::type_error(("wait_event(): expected an mpsrt.Event, got " +
-                                    std::string(nb::type_name(e.type()).c_str()))
-                                       .c_str());
+              type_error_got("wait_event(): expected an mpsrt.Event", e);
             }
             Event& ev = nb::cast<Event&>(e);
             nb::gil_scoped_release release;  // may commit the recording stream
@@ -109,9 +105,7 @@ void init_stream(nb::module_& m) {
               return nb::cast(std::move(ev));
             }
             if (!nb::isinstance<Event>(e)) {
-              throw nb::type_error(("record_event(): expected an mpsrt.Event or None, got " +
-                                    std::string(nb::type_name(e.type()).c_str()))
-                                       .c_str());
+              type_error_got("record_event(): expected an mpsrt.Event or None", e);
             }
             nb::cast<Event&>(e).record(s);
             return nb::borrow(e);
@@ -172,9 +166,7 @@ void init_stream(nb::module_& m) {
           "elapsed_time",
           [](const Event& e, nb::handle end) {
             if (!nb::isinstance<Event>(end)) {
-              throw nb::type_error(("elapsed_time(): expected an mpsrt.Event, got " +
-                                    std::string(nb::type_name(end.type()).c_str()))
-                                       .c_str());
+              type_error_got("elapsed_time(): expected an mpsrt.Event", end);
             }
             return e.elapsed_time(nb::cast<const Event&>(end));
           },

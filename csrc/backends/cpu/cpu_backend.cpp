@@ -121,42 +121,19 @@ struct Cmd {
 //  - byte fills go to glibc memset, which picks its own store strategy and runs at ~110 GB/s
 //    in cache and ~40 GB/s to memory; wider patterns use the vector kernels with streaming
 //    stores past the L2 size (~40 GB/s against ~26 for ordinary stores);
-//  - copies go to glibc memcpy, which measured at least as fast as a streaming copy at every
-//    size, so nt_copy_threshold is off by default;
-//  - for_chunks can split work over the pool past kParallelBytes (see there).
+//  - copies go to glibc memcpy (rep movsb from 1 MiB where ERMS exists), which measured at
+//    least as fast as a streaming copy at every size: copies never ask for streaming stores;
+//  - fills and copies stay on the queue's thread: one thread already saturates this VM's
+//    memory bandwidth, and splitting an in-cache 16 MiB memset across cores measured slower
+//    (64 against 106 GB/s). The pool serves the compute-bound random fills.
 struct ExecContext {
   const Kernels* kernels = nullptr;
   ThreadPool* pool = nullptr;
   size_t nt_fill_threshold = 0;
-  size_t nt_copy_threshold = 0;
 };
-// Off for fills and copies: one thread already saturates this VM's memory bandwidth (~35 GB/s
-// of writes), and splitting an in-cache buffer across cores measured slower (64 against
-// 106 GB/s for a 16 MiB memset). The pool stays for compute-bound kernels.
-constexpr size_t kParallelBytes = SIZE_MAX;
-constexpr size_t kMinChunk = size_t(1) << 20;
-
-// Splits [0, n) into chunks of whole 64 KiB units (so a pattern's phase stays 0) and runs
-// fn(offset, length) on the pool.
-template <class F>
-void for_chunks(const ExecContext& ctx, size_t n, F&& fn) {
-  if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || n < kParallelBytes) {
-    fn(size_t(0), n);
-    return;
-  }
-  const size_t parts = static_cast<size_t>(ctx.pool->helpers() + 1) * 4;
-  size_t chunk = std::max(kMinChunk, (n / parts + 0xFFFF) & ~size_t(0xFFFF));
-  const int count = static_cast<int>((n + chunk - 1) / chunk);
-  ctx.pool->run(count, [&](int i) {
-    const size_t off = static_cast<size_t>(i) * chunk;
-    fn(off, std::min(chunk, n - off));
-  });
-}
 
 void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) {
-  const bool nt = n >= ctx.nt_fill_threshold && !is_byte_pattern(pattern);
-  for_chunks(ctx, n,
-             [&](size_t off, size_t len) { ctx.kernels->fill(dst + off, len, pattern, nt); });
+  ctx.kernels->fill(dst, n, pattern, n >= ctx.nt_fill_threshold && !is_byte_pattern(pattern));
 }
 
 size_t random_element_size(backend::RandomDType d) {
@@ -205,9 +182,7 @@ void run_copy(const ExecContext& ctx, uint8_t* dst, const uint8_t* src, size_t n
     std::memmove(dst, src, n);  // overlapping ranges: order matters, stay serial
     return;
   }
-  const bool nt = n >= ctx.nt_copy_threshold;
-  for_chunks(ctx, n,
-             [&](size_t off, size_t len) { ctx.kernels->copy(dst + off, src + off, len, nt); });
+  ctx.kernels->copy(dst, src, n, /*nt=*/false);
 }
 
 class CpuCommandBuffer final : public backend::CommandBuffer {
@@ -411,7 +386,6 @@ class CpuDevice final : public backend::Device {
     info_.details = std::string("kernels=") + isa_name(isa);
     ctx_.pool = pool_.get();
     ctx_.nt_fill_threshold = std::max<size_t>(l2_cache_bytes(), size_t(1) << 20);
-    ctx_.nt_copy_threshold = SIZE_MAX;
   }
   const backend::DeviceInfo& info() const noexcept override { return info_; }
 
