@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from .timing import Row, format_table, progress, progress_clear
 
-AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding")
+AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler")
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:

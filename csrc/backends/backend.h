@@ -160,6 +160,9 @@ class Device {
   /// A new queue. priority: 0 normal, < 0 low, > 0 high (a hint).
   virtual std::unique_ptr<Queue> create_queue(int priority) = 0;
   virtual std::unique_ptr<TimelineEvent> create_event() = 0;
+  /// Nanoseconds to add to a device time (timestamps, Completion) to get the host's steady
+  /// clock, which the profiler's records use. 0 when the device clock is the host clock.
+  virtual int64_t host_clock_offset_ns() const noexcept { return 0; }
 };
 
 /// Settings the core passes down (the backend reads no environment itself).

@@ -24,7 +24,7 @@ void EventImpl::record(StreamImpl& stream) {
   const uint64_t value = ++ev_->last_value;
   backend::TimelineEvent& e = *ev_->event;
   uint64_t* ts = timing_ ? &ev_->timestamp_ns : nullptr;
-  stream.encode([&](backend::CommandBuffer& cb) {
+  stream.encode({prof::Op::EventRecord}, [&](backend::CommandBuffer& cb) {
     if (ts != nullptr) cb.timestamp(ts);
     cb.signal(e, value);
   });
@@ -40,7 +40,7 @@ void EventImpl::wait(StreamImpl& stream) {
   if (target == 0) return;  // never recorded: nothing to wait for (torch semantics)
   flush();
   backend::TimelineEvent& e = *ev_->event;
-  stream.encode([&](backend::CommandBuffer& cb) { cb.wait(e, target); });
+  stream.encode({prof::Op::EventWait}, [&](backend::CommandBuffer& cb) { cb.wait(e, target); });
 }
 
 void EventImpl::flush() const {

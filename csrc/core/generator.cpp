@@ -137,7 +137,12 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   const backend::BufferRef ref{buffer.block()->heap->heap.get(), buffer.block()->offset};
   // The counter range is reserved under the stream's lock, in encode order: two threads
   // encoding on one stream get the blocks in the order their commands run.
-  stream.impl()->encode([&](backend::CommandBuffer& cb) {
+  using detail::prof::Op;
+  static constexpr Op kOps[] = {Op::RandomBits, Op::Uniform, Op::Normal, Op::RandomInt,
+                                Op::Bernoulli};
+  const detail::prof::OpDesc desc{kOps[static_cast<size_t>(p.op)], buffer.nbytes(),
+                                  buffer.address()};
+  stream.impl()->encode(desc, [&](backend::CommandBuffer& cb) {
     const auto [seed, first] = generator.impl()->reserve(backend::random_words(p));
     p.seed = seed;
     p.offset = first;

@@ -91,8 +91,9 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
   if (stream.impl() != block_->stream) record_stream(stream);
   const size_t n = block_->requested / pattern_size * pattern_size;
   backend::BufferRef ref{block_->heap->heap.get(), block_->offset};
-  stream.impl()->encode(
-      [&](backend::CommandBuffer& cb) { cb.fill(ref, n, pattern, pattern_size); });
+  stream.impl()->encode({detail::prof::Op::Fill, n, address()}, [&](backend::CommandBuffer& cb) {
+    cb.fill(ref, n, pattern, pattern_size);
+  });
 }
 
 void Buffer::copy_from(const Buffer& src, const Stream& stream) {
@@ -110,7 +111,29 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   backend::BufferRef d{block_->heap->heap.get(), block_->offset};
   backend::BufferRef s{src.block_->heap->heap.get(), src.block_->offset};
   const size_t n = nbytes();
-  stream.impl()->encode([&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
+  stream.impl()->encode({detail::prof::Op::Copy, n, address()},
+                        [&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
+}
+
+void Buffer::copy_from_host(const void* src, size_t n) {
+  if (n != nbytes()) {
+    detail::throw_invalid("[buffer] copy_from_host: the source has " + std::to_string(n) +
+                          " bytes but the buffer " + std::to_string(nbytes()) +
+                          "; sizes must match");
+  }
+  if (block_ == nullptr) return;
+  void* dst = host_ptr();
+  if (dst == nullptr) {
+    detail::throw_error("[buffer] copy_from_host: this device's memory is not host-visible");
+  }
+  synchronize(device());  // the device's pending work may still read or write the buffer
+  const bool traced = detail::prof::flags() != 0;
+  const int64_t begin = traced ? detail::prof::now_ns() : 0;
+  std::memcpy(dst, src, n);
+  if (traced) {
+    detail::prof::record_host_copy(detail::prof::Op::CopyFromHost, device(), n, begin,
+                                   detail::prof::now_ns());
+  }
 }
 
 std::map<std::string, int64_t> memory_stats(int device) {

@@ -103,19 +103,28 @@ const Entry kTable[] = {
      },
      [](const Options& o) { return std::to_string(o.cpu_devices); }},
     {"MPSRT_TRACE_SIGNPOSTS", "PYTORCH_MPS_TRACE_SIGNPOSTS", "0",
-     "Profiler signpost selection (bitmask, torch.mps's meaning); 0 leaves the profiler off.",
+     "Profiler signposts from startup (bitmask, torch.mps's ProfileOptions): 1 events, 2 "
+     "intervals, "
+     "4 wait until completed, 8 include schedule time, 16 / 32 intervals / events; 0: off.",
      [](const char* var, const std::string& t, Options& o) {
        o.trace_signposts = static_cast<uint32_t>(
-           parse_uint(var, t, 0, 0xFFFFFFFFu, "a 32-bit bitmask (decimal or 0x hex)"));
+           parse_uint(var, t, 0, 0x3F, "a bitmask between 0 and 0x3F (decimal or 0x hex)"));
      },
      [](const Options& o) { return std::to_string(o.trace_signposts); }},
     {"MPSRT_LOG_PROFILE_INFO", "PYTORCH_MPS_LOG_PROFILE_INFO", "0",
-     "Profiler statistics to print at stop() (bitmask, torch.mps's meaning).",
+     "Profiler logging (bitmask, torch.mps's LogOptions): 1 op info, 2 copy info, 8 all stats, "
+     "16 op stats, 32 copy stats, 128 GPU time, 256 kernel time, 512 buffer id; 4/64: no-op.",
      [](const char* var, const std::string& t, Options& o) {
        o.log_profile_info = static_cast<uint32_t>(
-           parse_uint(var, t, 0, 0xFFFFFFFFu, "a 32-bit bitmask (decimal or 0x hex)"));
+           parse_uint(var, t, 0, 0x3FF, "a bitmask between 0 and 0x3FF (decimal or 0x hex)"));
      },
      [](const Options& o) { return std::to_string(o.log_profile_info); }},
+    {"MPSRT_PROFILE_RECORDS", "", "1048576",
+     "Profiler records kept per thread (1024 to 268435456); later ones are counted as dropped.",
+     [](const char* var, const std::string& t, Options& o) {
+       o.profile_records = parse_uint(var, t, 1024, 268435456, "an integer from 1024 to 268435456");
+     },
+     [](const Options& o) { return std::to_string(o.profile_records); }},
     {"MPSRT_CPU_SPIN_US", "", "50",
      "cpu backend: microseconds a waiting thread spins before it parks (0 parks at once).",
      [](const char* var, const std::string& t, Options& o) {

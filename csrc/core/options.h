@@ -19,6 +19,7 @@ struct Options {
   int cpu_devices = 1;
   uint32_t trace_signposts = 0;
   uint32_t log_profile_info = 0;
+  uint64_t profile_records = 1 << 20;  // profiler records kept per thread
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
   int cpu_threads = 0;  // 0: the cores, at most 8

@@ -9,6 +9,7 @@
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
 #include "core/generator.h"
+#include "core/profiler.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
 
@@ -86,6 +87,9 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   generator_ = std::make_shared<GeneratorImpl>(nondeterministic_seed());
   allocator_->add_observer(stats_.get());
   allocator_->add_observer(history_.get());
+  // After the statistics: the trace samples their updated values.
+  alloc_trace_ = std::make_unique<prof::AllocatorTrace>(index, *stats_);
+  allocator_->add_observer(alloc_trace_.get());
   if (options.debug_allocator != 0) {
     debug_log_ = std::make_unique<DebugLog>(index, options.debug_allocator);
     allocator_->add_observer(debug_log_.get());
@@ -236,11 +240,13 @@ Runtime& Runtime::init_slow() {
   // callbacks while static destructors run. reset() is the only teardown.
   r = new Runtime(std::move(o));
   instance_.store(r, std::memory_order_release);
+  prof::start_from_options(*r);
   return *r;
 }
 
 void Runtime::reset(const EnvLookup* env) {
   std::lock_guard<std::mutex> lock(init_mutex());
+  prof::reset();
   Runtime* r = instance_.exchange(nullptr, std::memory_order_acq_rel);
   delete r;
   current_device_slot() = 0;

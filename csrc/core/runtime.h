@@ -19,6 +19,9 @@ class MemoryStats;
 class History;
 class DebugLog;
 class GeneratorImpl;
+namespace prof {
+class AllocatorTrace;
+}
 inline int& current_device_slot() noexcept;
 
 /// A backend timeline event with the bookkeeping that lets it be reused: values only grow
@@ -68,6 +71,7 @@ class DeviceContext {
   const std::shared_ptr<GeneratorImpl>& default_generator() noexcept { return generator_; }
   MemoryStats& stats() noexcept { return *stats_; }
   History& history() noexcept { return *history_; }
+  prof::AllocatorTrace& allocator_trace() noexcept { return *alloc_trace_; }
 
  private:
   int index_;
@@ -86,6 +90,7 @@ class DeviceContext {
   std::unique_ptr<MemoryStats> stats_;
   std::unique_ptr<History> history_;
   std::unique_ptr<DebugLog> debug_log_;
+  std::unique_ptr<prof::AllocatorTrace> alloc_trace_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::shared_ptr<GeneratorImpl> generator_;
 };

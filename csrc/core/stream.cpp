@@ -21,7 +21,7 @@ int StreamImpl::device_index() const noexcept {
   return device_.index();
 }
 
-uint64_t StreamImpl::commit_locked() {
+uint64_t StreamImpl::commit_locked(backend::CompletionFn done) {
   std::unique_ptr<backend::CommandBuffer> cb =
       open_ ? std::move(open_) : queue_->create_command_buffer();
   const uint64_t seq = committed_.load(std::memory_order_relaxed) + 1;
@@ -30,12 +30,48 @@ uint64_t StreamImpl::commit_locked() {
   if (MPSRT_UNLIKELY(seq > kMaxInFlight)) completed_->wait(seq - kMaxInFlight, -1);
   committed_.store(seq, std::memory_order_release);
   open_pending_.store(false, std::memory_order_release);
-  // Cost: the lambda's two words fit std::function's inline storage (no allocation).
-  queue_->commit(std::move(cb), [this, seq](const backend::Completion& c) {
-    if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
-    completed_->signal(seq);
-  });
+  queue_->commit(std::move(cb), done ? std::move(done) : completion(seq));
   return seq;
+}
+
+backend::CompletionFn StreamImpl::completion(uint64_t seq) {
+  if (MPSRT_LIKELY(profiled_ == nullptr)) {
+    // Cost: the lambda's two words fit std::function's inline storage (no allocation).
+    return [this, seq](const backend::Completion& c) {
+      if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
+      completed_->signal(seq);
+    };
+  }
+  std::shared_ptr<prof::Batch> batch(profiled_.release());
+  batch->commit_ns = prof::now_ns();
+  return [this, seq, batch](const backend::Completion& c) {
+    if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
+    // Recorded before the signal: whoever waits for the work finds its records.
+    prof::complete(*batch, c);
+    completed_->signal(seq);
+  };
+}
+
+void StreamImpl::encode_profiled(const prof::OpDesc& op,
+                                 const std::function<void(backend::CommandBuffer&)>& f,
+                                 SyncType sync) {
+  const int64_t begin = prof::now_ns();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!open_) open_ = queue_->create_command_buffer();
+  if (!profiled_) {
+    profiled_.reset(
+        prof::new_batch(device_.index(), id_, device_.backend_device().host_clock_offset_ns()));
+  }
+  prof::PendingOp& p = prof::add_op(*profiled_, op);
+  open_->timestamp(&p.device_begin);
+  f(*open_);
+  open_->timestamp(&p.device_end);
+  open_pending_.store(true, std::memory_order_release);
+  p.host_begin = begin;
+  p.host_end = prof::now_ns();
+  prof::record_encode(*profiled_, p);
+  if ((profiled_->flags & prof::kWait) != 0) sync = SyncType::CommitAndWait;
+  apply_locked(sync, lock);
 }
 
 void StreamImpl::apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock) {
@@ -74,16 +110,13 @@ void StreamImpl::synchronize() {
         // Everything before it is done and we are about to wait for it: let the backend run
         // it here if it can (cpu: no hand-off, the data stays in this core's cache).
         const uint64_t next = prev + 1;
-        backend::CompletionFn done = [this, next](const backend::Completion& c) {
-          if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
-          completed_->signal(next);
-        };
+        backend::CompletionFn done = completion(next);
         // While it runs, fence_value() still reads prev + pending = next: frees stay covered.
         if (queue_->run_inline(open_, done)) {
           committed_.store(next, std::memory_order_release);
           open_pending_.store(false, std::memory_order_release);
         } else {
-          commit_locked();
+          commit_locked(std::move(done));
         }
       } else {
         commit_locked();

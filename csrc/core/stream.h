@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "core/profiler.h"
 #include "mpsrt/stream.h"
 
 namespace mpsrt::detail {
@@ -26,10 +27,16 @@ class StreamImpl {
   int device_index() const noexcept;
   int64_t id() const noexcept { return id_; }
 
-  /// Encodes into the open command buffer (opening one if needed) under the stream's lock,
-  /// then applies `sync`. f receives a backend::CommandBuffer&.
+  /// Encodes the command `op` into the open command buffer (opening one if needed) under the
+  /// stream's lock, then applies `sync`. f receives a backend::CommandBuffer&.
+  /// Cost with the profiler off: one relaxed load more than the encode itself.
   template <class F>
-  void encode(F&& f, SyncType sync = SyncType::None) {
+  void encode(const prof::OpDesc& op, F&& f, SyncType sync = SyncType::None) {
+    if (MPSRT_UNLIKELY(prof::flags() != 0)) {
+      encode_profiled(
+          op, [&](backend::CommandBuffer& cb) { f(cb); }, sync);
+      return;
+    }
     std::unique_lock<std::mutex> lock(mu_);
     if (!open_) open_ = queue_->create_command_buffer();
     f(*open_);
@@ -40,7 +47,9 @@ class StreamImpl {
   void commit(SyncType sync);
   /// Encodes fn to run on a runtime thread after the stream's work so far, and commits.
   void add_callback(std::function<void()> fn) {
-    encode([&](backend::CommandBuffer& cb) { cb.host_callback(std::move(fn)); }, SyncType::Commit);
+    encode(
+        {prof::Op::Callback}, [&](backend::CommandBuffer& cb) { cb.host_callback(std::move(fn)); },
+        SyncType::Commit);
   }
   int priority() const noexcept { return priority_; }
   /// Command buffers a stream may have committed and not completed before commit() waits.
@@ -76,8 +85,15 @@ class StreamImpl {
   bool query();
 
  private:
-  // Commits the open command buffer (an empty one when none is open).
-  uint64_t commit_locked();
+  // The encode of a profiled session: timestamps around the command, the encode signpost.
+  void encode_profiled(const prof::OpDesc& op,
+                       const std::function<void(backend::CommandBuffer&)>& f, SyncType sync);
+  // What runs when the command buffer with sequence number seq completes (it takes the
+  // profiled commands of the open command buffer along).
+  backend::CompletionFn completion(uint64_t seq);
+  // Commits the open command buffer (an empty one when none is open); `done` (when given)
+  // must come from completion() for the sequence number the commit takes.
+  uint64_t commit_locked(backend::CompletionFn done = nullptr);
   void apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock);
   void wait_for(uint64_t seq);
   void record_error(const std::string& what);
@@ -95,6 +111,7 @@ class StreamImpl {
   // Sequence number of the last commit (written under mu_, read lock-free by fence_value).
   std::atomic<uint64_t> committed_{0};
   std::atomic<bool> open_pending_{false};  // the open command buffer holds commands
+  std::unique_ptr<prof::Batch> profiled_;  // profiled commands of the open command buffer
   std::mutex error_mu_;
   std::string error_;
 };

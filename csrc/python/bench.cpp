@@ -2,13 +2,17 @@
 // driven through the default stream, so that the Python side times both the same way.
 // These reach into the core (raw heaps have no public API); they are not part of the API.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/runtime.h"
@@ -16,6 +20,7 @@
 #include "mpsrt/allocator.h"
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
+#include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
 
@@ -55,13 +60,13 @@ class RawHeap {
     if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
       detail::throw_invalid("[bench] pattern_size must be 1, 2, 4 or 8");
     }
-    stream().encode([&](backend::CommandBuffer& cb) {
+    stream().encode({detail::prof::Op::Fill}, [&](backend::CommandBuffer& cb) {
       cb.fill({heap_.get(), 0}, nbytes_ / pattern_size * pattern_size, value, pattern_size);
     });
   }
   void copy_from(const RawHeap& src) {
     check_same_size(src);
-    stream().encode([&](backend::CommandBuffer& cb) {
+    stream().encode({detail::prof::Op::Copy}, [&](backend::CommandBuffer& cb) {
       cb.copy({src.heap_.get(), 0}, {heap_.get(), 0}, nbytes_);
     });
   }
@@ -89,6 +94,22 @@ class RawHeap {
   std::unique_ptr<backend::Heap> heap_;
   size_t nbytes_ = 0;
   int device_ = 0;
+};
+
+/// A profiling session for the scope of a measurement (when asked for).
+class Session {
+ public:
+  explicit Session(bool on) : on_(on) {
+    if (on_) profiler::start(profiler::kInterval);
+  }
+  ~Session() {
+    if (on_) profiler::stop();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+ private:
+  bool on_;
 };
 
 }  // namespace
@@ -170,8 +191,10 @@ void init_bench(nb::module_& m) {
       nb::arg("iters"), nb::call_guard<gil_scoped_release>());
   m.def(
       "encode_fill_ns",
-      [](int iters) {
-        // Encoding one small fill into the open command buffer (no commit), from C++.
+      [](int iters, bool profiled) {
+        // Encoding one small fill into the open command buffer (no commit), from C++; with
+        // `profiled`, inside a profiling session (interval mode).
+        Session session(profiled);
         Stream s = current_stream();
         Buffer b(256, s);
         s.synchronize();
@@ -184,7 +207,41 @@ void init_bench(nb::module_& m) {
         s.synchronize();
         return static_cast<double>(t1 - t0) / iters;
       },
-      nb::arg("iters"), nb::call_guard<gil_scoped_release>());
+      nb::arg("iters"), nb::arg("profiled") = false, nb::call_guard<gil_scoped_release>());
+  m.def(
+      "signpost_ns",
+      [](int iters, bool profiled) {
+        // One profiler::mark() from C++, with the profiler off or in a session.
+        Session session(profiled);
+        const int64_t t0 = steady_ns();
+        for (int i = 0; i < iters; ++i) profiler::mark("bench");
+        return static_cast<double>(steady_ns() - t0) / iters;
+      },
+      nb::arg("iters"), nb::arg("profiled"), nb::call_guard<gil_scoped_release>(),
+      "Mean ns of one signpost (a mark) with the profiler off or on.");
+  m.def(
+      "profile_export",
+      [](uint64_t records, const std::string& path) {
+        // A session of about `records` records (fills: an encode and a device interval each,
+        // a command buffer per 256), then export_trace timed alone.
+        {
+          Session session(true);
+          Stream s = current_stream();
+          Buffer b(256, s);
+          for (uint64_t i = 0; i < records / 2; ++i) {
+            b.fill(i, 1, s);
+            if ((i & 255) == 255) s.commit(SyncType::Commit);
+          }
+          s.synchronize();
+        }
+        const int64_t t0 = steady_ns();
+        const profiler::TraceSummary sum = profiler::export_trace(path);
+        const double secs = static_cast<double>(steady_ns() - t0) / 1e9;
+        return std::make_tuple(secs, sum.records, sum.dropped);
+      },
+      nb::arg("records"), nb::arg("path"), nb::call_guard<gil_scoped_release>(),
+      "Records a session of about `records` records and times exporting it: (seconds, records, "
+      "dropped).");
   m.def(
       "posix_memalign_free_ns",
       [](size_t nbytes, int iters) {

@@ -24,6 +24,7 @@ void init_device(nb::module_& m);
 void init_stream(nb::module_& m);
 void init_memory(nb::module_& m);
 void init_random(nb::module_& m);
+void init_profiler(nb::module_& m);
 void init_bench(nb::module_& m);
 
 }  // namespace mpsrt::python

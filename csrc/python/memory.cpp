@@ -396,10 +396,10 @@ void init_memory(nb::module_& m) {
                                        "; sizes must match")
                                           .c_str());
               }
-              wait_for(b);
               const auto addr =
                   nb::cast<uintptr_t>(arr.attr("__array_interface__")["data"][nb::int_(0)]);
-              if (n != 0) std::memcpy(b.buf.host_ptr(), reinterpret_cast<const void*>(addr), n);
+              nb::gil_scoped_release release;
+              b.buf.copy_from_host(reinterpret_cast<const void*>(addr), n);
             }
             return nb::borrow(self);
           },

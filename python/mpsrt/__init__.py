@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _C, comm, memory, random
+from . import _C, comm, memory, profiler, random
 from ._C import Buffer, DeviceProperties, Event, OutOfMemoryError, Stream
 from ._utils import DeviceLike, device_index
 from .memory import (
@@ -142,6 +142,7 @@ __all__ = [
     "memory_stats",
     "memory_summary",
     "options",
+    "profiler",
     "rand",
     "randint",
     "randn",

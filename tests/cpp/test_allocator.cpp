@@ -221,6 +221,7 @@ class StreamGate {
   void block(StreamImpl& s) {
     std::shared_ptr<std::atomic<bool>> open = open_;
     s.encode(
+        {mpsrt::detail::prof::Op::Callback},
         [open](mpsrt::backend::CommandBuffer& cb) {
           cb.host_callback([open] {
             const auto until = std::chrono::steady_clock::now() + 20s;
@@ -1092,7 +1093,8 @@ TEST_P(AllocatorTest, StreamFenceCoversWorkEncodedBeforeAConcurrentCommit) {
   const auto until = std::chrono::steady_clock::now() + 1s;
   while (std::chrono::steady_clock::now() < until && stale == 0) {
     ++rounds;
-    s.encode([](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([] {}); });
+    s.encode({mpsrt::detail::prof::Op::Callback},
+             [](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([] {}); });
     const uint64_t fence = s.fence_value();  // nobody commits yet: exact
     go.store(rounds, std::memory_order_release);
     while (committed.load(std::memory_order_acquire) < rounds) {

@@ -44,8 +44,8 @@ std::string describe(const Env& env) {
 const std::vector<std::string> kNames = {
     "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
     "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
-    "MPSRT_LOG_PROFILE_INFO", "MPSRT_CPU_SPIN_US",          "MPSRT_CPU_ISA",
-    "MPSRT_CPU_THREADS"};
+    "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
+    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -92,10 +92,13 @@ TEST(Options, EachVariableIsParsed) {
   EXPECT_EQ(parse({{"MPSRT_CPU_DEVICES", "1"}}).cpu_devices, 1);
   EXPECT_EQ(parse({{"MPSRT_CPU_DEVICES", "3"}}).cpu_devices, 3);
   EXPECT_EQ(parse({{"MPSRT_CPU_DEVICES", "64"}}).cpu_devices, 64);
-  EXPECT_EQ(parse({{"MPSRT_TRACE_SIGNPOSTS", "4294967295"}}).trace_signposts, 0xFFFFFFFFu);
-  EXPECT_EQ(parse({{"MPSRT_TRACE_SIGNPOSTS", "0x10001"}}).trace_signposts, 0x10001u);
-  EXPECT_EQ(parse({{"MPSRT_LOG_PROFILE_INFO", "0xffffffff"}}).log_profile_info, 0xFFFFFFFFu);
+  EXPECT_EQ(parse({{"MPSRT_TRACE_SIGNPOSTS", "63"}}).trace_signposts, 0x3Fu);
+  EXPECT_EQ(parse({{"MPSRT_TRACE_SIGNPOSTS", "0x12"}}).trace_signposts, 0x12u);
+  EXPECT_EQ(parse({{"MPSRT_LOG_PROFILE_INFO", "0x3ff"}}).log_profile_info, 0x3FFu);
   EXPECT_EQ(parse({{"MPSRT_LOG_PROFILE_INFO", "7"}}).log_profile_info, 7u);
+  EXPECT_EQ(parse({}).profile_records, uint64_t{1} << 20);
+  EXPECT_EQ(parse({{"MPSRT_PROFILE_RECORDS", "1024"}}).profile_records, 1024u);
+  EXPECT_EQ(parse({{"MPSRT_PROFILE_RECORDS", "268435456"}}).profile_records, 268435456u);
   EXPECT_EQ(parse({{"MPSRT_CPU_SPIN_US", "0"}}).cpu_spin_us, 0);
   EXPECT_EQ(parse({{"MPSRT_CPU_SPIN_US", "1000000"}}).cpu_spin_us, 1000000);
   for (const char* isa : {"auto", "avx512", "avx2", "scalar"}) {
@@ -181,11 +184,17 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_DEBUG_ALLOCATOR", "0x10"},
       {"MPSRT_DEBUG_ALLOCATOR", "-1"},
       {"MPSRT_DEBUG_ALLOCATOR", "0xG"},
+      {"MPSRT_TRACE_SIGNPOSTS", "64"},
+      {"MPSRT_TRACE_SIGNPOSTS", "0x40"},
       {"MPSRT_TRACE_SIGNPOSTS", "4294967296"},
       {"MPSRT_TRACE_SIGNPOSTS", "0x100000000"},
       {"MPSRT_TRACE_SIGNPOSTS", "nan"},
       {"MPSRT_LOG_PROFILE_INFO", "-5"},
       {"MPSRT_LOG_PROFILE_INFO", "1e3"},
+      {"MPSRT_LOG_PROFILE_INFO", "1024"},
+      {"MPSRT_PROFILE_RECORDS", "1023"},
+      {"MPSRT_PROFILE_RECORDS", "268435457"},
+      {"MPSRT_PROFILE_RECORDS", "lots"},
       {"MPSRT_CPU_SPIN_US", "1000001"},
       {"MPSRT_CPU_SPIN_US", "-1"},
       {"MPSRT_CPU_SPIN_US", "inf"},
@@ -274,6 +283,7 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_CPU_DEVICES", "1"},
                                                        {"MPSRT_TRACE_SIGNPOSTS", "0"},
                                                        {"MPSRT_LOG_PROFILE_INFO", "0"},
+                                                       {"MPSRT_PROFILE_RECORDS", "1048576"},
                                                        {"MPSRT_CPU_SPIN_US", "50"},
                                                        {"MPSRT_CPU_ISA", "auto"},
                                                        {"MPSRT_CPU_THREADS", "0"}};

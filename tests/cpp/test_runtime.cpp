@@ -231,10 +231,11 @@ TEST_F(RuntimeTest, QueryIsFalseWhileWorkIsPending) {
   mpsrt::Stream s = mpsrt::default_stream(0);
   auto gate = Runtime::get().device(0).backend_device().create_event();
   std::atomic<bool> ran{false};
-  stream_impl(0).encode([&](mpsrt::backend::CommandBuffer& cb) {
-    cb.wait(*gate, 1);
-    cb.host_callback([&] { ran = true; });
-  });
+  stream_impl(0).encode({mpsrt::detail::prof::Op::Callback},
+                        [&](mpsrt::backend::CommandBuffer& cb) {
+                          cb.wait(*gate, 1);
+                          cb.host_callback([&] { ran = true; });
+                        });
   EXPECT_FALSE(s.query()) << "encoded, uncommitted work counts as pending";
   s.commit(mpsrt::SyncType::Commit);
   std::this_thread::sleep_for(10ms);
@@ -251,6 +252,7 @@ TEST_F(RuntimeTest, SynchronizeCommitsEncodedWork) {
   std::atomic<int> ran{0};
   for (int i = 0; i < 5; ++i) {
     stream_impl(0).encode(
+        {mpsrt::detail::prof::Op::Callback},
         [&](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([&] { ran.fetch_add(1); }); });
   }
   mpsrt::synchronize(0);
@@ -262,6 +264,7 @@ TEST_F(RuntimeTest, StreamReportsACommandFailureOnceAndStaysUsable) {
   use_env({{"MPSRT_BACKEND", "cpu"}});
   mpsrt::Stream s = mpsrt::default_stream(0);
   stream_impl(0).encode(
+      {mpsrt::detail::prof::Op::Callback},
       [](mpsrt::backend::CommandBuffer& cb) {
         cb.host_callback([] { throw std::runtime_error("callback exploded"); });
       },
@@ -276,6 +279,7 @@ TEST_F(RuntimeTest, StreamReportsACommandFailureOnceAndStaysUsable) {
   EXPECT_NO_THROW(s.synchronize()) << "the same failure was reported twice";
   std::atomic<bool> ran{false};
   stream_impl(0).encode(
+      {mpsrt::detail::prof::Op::Callback},
       [&](mpsrt::backend::CommandBuffer& cb) { cb.host_callback([&] { ran = true; }); },
       mpsrt::SyncType::CommitAndWait);
   EXPECT_TRUE(ran.load());
@@ -284,12 +288,13 @@ TEST_F(RuntimeTest, StreamReportsACommandFailureOnceAndStaysUsable) {
 TEST_F(RuntimeTest, ResetWaitsForPendingWork) {
   use_env({{"MPSRT_BACKEND", "cpu"}});
   std::atomic<bool> ran{false};
-  stream_impl(0).encode([&](mpsrt::backend::CommandBuffer& cb) {
-    cb.host_callback([&] {
-      std::this_thread::sleep_for(20ms);
-      ran = true;
-    });
-  });  // encoded, not even committed
+  stream_impl(0).encode({mpsrt::detail::prof::Op::Callback},
+                        [&](mpsrt::backend::CommandBuffer& cb) {
+                          cb.host_callback([&] {
+                            std::this_thread::sleep_for(20ms);
+                            ran = true;
+                          });
+                        });  // encoded, not even committed
   Runtime::reset(nullptr);
   EXPECT_TRUE(ran.load()) << "the runtime was torn down before its work ran";
 }

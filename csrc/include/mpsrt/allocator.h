@@ -60,6 +60,10 @@ class MPSRT_API Buffer {
   void fill(uint64_t pattern, unsigned pattern_size, const Stream& stream);
   /// Encodes a copy of src's bytes into this buffer (same size) on `stream`.
   void copy_from(const Buffer& src, const Stream& stream);
+  /// Copies nbytes (the buffer's size) from host memory now, after the device's pending work.
+  /// Throws std::invalid_argument when the sizes differ, mpsrt::Error when the memory is not
+  /// host-visible.
+  void copy_from_host(const void* src, size_t nbytes);
 
   detail::Block* block() const noexcept { return block_; }
 

@@ -9,4 +9,5 @@
 #include "mpsrt/generator.h"
 #include "mpsrt/options.h"
 #include "mpsrt/philox.h"
+#include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"

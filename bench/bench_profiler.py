@@ -1,0 +1,152 @@
+"""The profiler: what a signpost costs with the profiler off and on, what profiling adds to
+encoding a command, Python ranges beside torch.profiler.record_function, and exporting a
+trace of one million records.
+
+C++ figures come from mpsrt._C._bench (loops timed in C++); Python figures time a plain loop
+of 10,000 `with ...: pass` blocks, interleaved with the peer's.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import mpsrt
+from mpsrt import profiler
+from mpsrt._C import _bench
+
+from .timing import Row, Stats, measure_interleaved, progress
+
+AREA = "profiler"
+OFF_GOAL_NS = 5.0
+ON_GOAL_NS = 200.0
+EXPORT_RECORDS = 1_000_000
+EXPORT_GOAL_S = 2.0
+
+
+def _median(fn, rounds: int) -> float:  # type: ignore[no-untyped-def]
+    return Stats.from_samples([fn() for _ in range(rounds)]).median
+
+
+@contextmanager
+def _session(on: bool) -> Iterator[None]:
+    if not on:
+        yield
+        return
+    with profiler.profile():
+        yield
+
+
+def _torch_rows(quick: bool) -> list[Row]:
+    rounds = 3 if quick else 10
+    try:
+        import torch
+        from torch.autograd.profiler import record_function
+    except ImportError:
+        return [Row(AREA, "range() enter+exit (Python)", None, "ns", note="torch not installed")]
+    rows = []
+    for on in (False, True):
+        label = "on" if on else "off"
+        progress(f"[{AREA}] Python ranges, profiler {label}")
+
+        def ours() -> None:
+            with profiler.range("step"):
+                pass
+
+        def theirs() -> None:
+            with record_function("step"):
+                pass
+
+        if on:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+                with profiler.profile():
+                    stats = measure_interleaved(
+                        {"mpsrt": ours, "torch": theirs}, rounds=rounds, repeats=3, number=10_000
+                    )
+        else:
+            stats = measure_interleaved(
+                {"mpsrt": ours, "torch": theirs}, rounds=rounds, repeats=3, number=10_000
+            )
+        rows.append(
+            Row(
+                AREA,
+                f"range() enter+exit, profiler {label} (Python)",
+                stats["mpsrt"].median * 1e9,
+                "ns",
+                "torch record_function",
+                stats["torch"].median * 1e9,
+            )
+        )
+    return rows
+
+
+def run(quick: bool) -> list[Row]:
+    rounds = 5 if quick else 21
+    rows: list[Row] = []
+
+    progress(f"[{AREA}] signposts from C++")
+    off = _median(lambda: _bench.signpost_ns(1_000_000, False), rounds)
+    on = _median(lambda: _bench.signpost_ns(100_000, True), rounds)
+    rows.append(
+        Row(
+            AREA,
+            "signpost (mark), profiler off (C++)",
+            off,
+            "ns",
+            goal=f"<= {OFF_GOAL_NS:g} ns",
+            goal_met=off <= OFF_GOAL_NS,
+        )
+    )
+    rows.append(
+        Row(
+            AREA,
+            "signpost (mark), profiler on (C++)",
+            on,
+            "ns",
+            goal=f"<= {ON_GOAL_NS:g} ns",
+            goal_met=on <= ON_GOAL_NS,
+        )
+    )
+
+    progress(f"[{AREA}] encoding a fill with the profiler off and on")
+    enc_off = _median(lambda: _bench.encode_fill_ns(100_000, False), rounds)
+    enc_on = _median(lambda: _bench.encode_fill_ns(100_000, True), rounds)
+    rows.append(
+        Row(
+            AREA,
+            "encode one fill, profiler on (C++)",
+            enc_on,
+            "ns",
+            "profiler off",
+            enc_off,
+            note="on: two device timestamps, the encode interval and its flow id per command",
+        )
+    )
+
+    rows += _torch_rows(quick)
+
+    progress(f"[{AREA}] exporting {EXPORT_RECORDS:,} records")
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="mpsrt-trace-")
+    os.close(fd)
+    try:
+        secs, records, dropped = _bench.profile_export(EXPORT_RECORDS, path)
+        size = os.path.getsize(path)
+    finally:
+        os.unlink(path)
+        with _session(True):
+            pass  # leave an empty session behind, not a million records
+    rows.append(
+        Row(
+            AREA,
+            f"export_trace of {records / 1e6:.2f}M records",
+            secs,
+            "s",
+            goal=f"<= {EXPORT_GOAL_S:g} s",
+            goal_met=secs <= EXPORT_GOAL_S and dropped == 0,
+            note=f"{size / 1e6:.0f} MB of JSON, {size / secs / 1e6:.0f} MB/s, {dropped} dropped",
+        )
+    )
+    mpsrt.synchronize()
+    return rows

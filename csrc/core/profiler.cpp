@@ -1,0 +1,610 @@
+// The profiler's recorder: sessions, per-thread bounded record buffers, ranges and marks, the
+// stream and allocator hooks, and the os_signpost sink on Apple.
+#include "core/profiler.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+#if defined(__APPLE__)
+#include <os/signpost.h>
+#endif
+
+#include "core/allocator/caching_allocator.h"
+#include "core/allocator/stats.h"
+#include "core/profiler_records.h"
+#include "core/runtime.h"
+#include "core/spin_lock.h"
+#include "mpsrt/error.h"
+#include "mpsrt/profiler.h"
+
+namespace mpsrt::detail::prof {
+
+std::atomic<uint32_t> g_flags{0};
+
+namespace {
+
+constexpr size_t kChunk = 4096;  // records per allocation of a thread's buffer
+
+std::atomic<uint64_t> g_session{0};         // bumped by every start()
+std::atomic<uint64_t> g_capacity{1 << 20};  // records per thread (MPSRT_PROFILE_RECORDS)
+std::atomic<uint32_t> g_log{0};             // MPSRT_LOG_PROFILE_INFO of the session
+std::atomic<uint64_t> g_flow{0};
+
+#if defined(__APPLE__)
+os_log_t apple_log() {
+  static os_log_t log = os_log_create("mpsrt", OS_LOG_CATEGORY_POINTS_OF_INTEREST);
+  return log;
+}
+#endif
+
+int current_tid() {
+#if defined(__linux__)
+  return static_cast<int>(syscall(SYS_gettid));
+#elif defined(__APPLE__)
+  uint64_t id = 0;
+  pthread_threadid_np(nullptr, &id);
+  return static_cast<int>(id);
+#else
+  return 0;
+#endif
+}
+
+/// One thread's records. The owner appends under the lock (uncontended unless an export or a
+/// start() reads it at that moment); records of an older session are dropped on first use.
+struct ThreadBuffer {
+  SpinLock mu;
+  uint64_t session = 0;
+  std::vector<std::unique_ptr<Record[]>> chunks;
+  uint64_t count = 0;
+  uint64_t dropped = 0;
+  std::vector<std::string> strings;
+  std::unordered_map<std::string, uint32_t> ids;
+  int tid = current_tid();
+  std::string name;
+
+  ThreadBuffer() {
+    char buf[64] = {};
+    if (pthread_getname_np(pthread_self(), buf, sizeof buf) == 0) name = buf;
+  }
+  void renew_locked(uint64_t s) {
+    session = s;
+    count = 0;
+    dropped = 0;
+    if (chunks.size() > 1) chunks.resize(1);
+    strings.clear();
+    ids.clear();
+  }
+  void sync_locked() {
+    const uint64_t s = g_session.load(std::memory_order_acquire);
+    if (MPSRT_UNLIKELY(session != s)) renew_locked(s);
+  }
+  // Cost: a compare and a 56-byte store; a new chunk every 4096 records.
+  void push_locked(const Record& r) {
+    if (MPSRT_UNLIKELY(count >= g_capacity.load(std::memory_order_relaxed))) {
+      ++dropped;
+      return;
+    }
+    if (MPSRT_UNLIKELY(count == chunks.size() * kChunk)) {
+      chunks.emplace_back(new Record[kChunk]);
+    }
+    chunks[count / kChunk][count % kChunk] = r;
+    ++count;
+  }
+  uint32_t intern_locked(std::string_view s) {
+    auto [it, inserted] = ids.try_emplace(std::string(s), static_cast<uint32_t>(strings.size()));
+    if (inserted) strings.emplace_back(s);
+    return it->second;
+  }
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+};
+Registry& registry() {
+  static auto* r = new Registry;  // never destroyed: threads may record during exit
+  return *r;
+}
+
+ThreadBuffer& local_buffer() {
+  thread_local std::shared_ptr<ThreadBuffer> tb = [] {
+    auto b = std::make_shared<ThreadBuffer>();
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.buffers.push_back(b);
+    return b;
+  }();
+  return *tb;
+}
+
+/// Appends records to the calling thread's buffer under one lock.
+template <class F>
+void with_buffer(F&& f) {
+  ThreadBuffer& t = local_buffer();
+  std::lock_guard<SpinLock> lock(t.mu);
+  t.sync_locked();
+  f(t);
+}
+
+void push(const Record& r) {
+  with_buffer([&](ThreadBuffer& t) { t.push_locked(r); });
+}
+
+std::mutex& session_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+/// An open range of the calling thread. `session` is 0 when it began outside a session.
+struct OpenRange {
+  std::string message;
+  int64_t begin = 0;
+  uint64_t session = 0;
+#if defined(__APPLE__)
+  os_signpost_id_t id = OS_SIGNPOST_ID_NULL;
+#endif
+};
+std::vector<OpenRange>& range_stack() {
+  thread_local std::vector<OpenRange> stack;
+  return stack;
+}
+
+Snapshot snapshot(Runtime* rt) {
+  Snapshot s;
+  s.pid = static_cast<int>(getpid());
+  const uint64_t session = g_session.load(std::memory_order_acquire);
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& b : r.buffers) {
+      std::lock_guard<SpinLock> bl(b->mu);
+      if (b->session != session || (b->count == 0 && b->dropped == 0)) continue;
+      ThreadRecords t;
+      t.tid = b->tid;
+      t.name = b->name;
+      t.dropped = b->dropped;
+      t.strings = b->strings;
+      t.records.reserve(b->count);
+      for (uint64_t i = 0; i < b->count; i += kChunk) {
+        const Record* c = b->chunks[i / kChunk].get();
+        t.records.insert(t.records.end(), c, c + std::min<uint64_t>(kChunk, b->count - i));
+      }
+      s.threads.push_back(std::move(t));
+    }
+  }
+  if (rt != nullptr) {
+    for (DeviceContext* d : rt->open_devices()) {
+      const DeviceProperties p = d->properties(rt->backend().name());
+      s.devices.push_back({d->index(), p.backend + ": " + p.name});
+    }
+  }
+  return s;
+}
+
+void print_statistics_locked(Runtime* rt) {
+  const uint32_t log = g_log.load(std::memory_order_relaxed);
+  const Snapshot s = snapshot(rt);
+  if ((log & (kLogAllStats | kLogOperationStats | kLogCopyStats)) != 0) {
+    std::fputs(format_statistics(s, log).c_str(), stderr);
+  }
+  if (s.dropped() != 0) {
+    std::fprintf(stderr,
+                 "[profiler] %llu records were dropped: a thread's buffer was full "
+                 "(MPSRT_PROFILE_RECORDS=%llu per thread); raise it for complete traces\n",
+                 static_cast<unsigned long long>(s.dropped()),
+                 static_cast<unsigned long long>(g_capacity.load()));
+  }
+  std::fflush(stderr);
+}
+
+void begin_locked(Runtime& rt, uint32_t flags) {
+  const Options& o = rt.options();
+  if ((o.trace_signposts & kTraceWaitUntilCompleted) != 0) flags |= kWait;
+  if ((o.trace_signposts & kTraceIncludeSchedule) != 0) flags |= kSchedule;
+  g_capacity.store(o.profile_records);
+  g_log.store(o.log_profile_info);
+  g_session.fetch_add(1, std::memory_order_acq_rel);
+  {
+    // Buffers of threads that have exited and whose records are gone with the last session.
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::vector<std::shared_ptr<ThreadBuffer>> keep;
+    for (auto& b : r.buffers) {
+      if (b.use_count() > 1) keep.push_back(std::move(b));
+    }
+    r.buffers.swap(keep);
+  }
+  g_flags.store(flags, std::memory_order_release);
+  // Counters start at the devices' current levels.
+  for (DeviceContext* d : rt.open_devices()) {
+    d->allocator().locked([&](const auto&) { d->allocator_trace().sample(); });
+  }
+}
+
+bool g_exit_report = false;  // an environment-started session prints its statistics at exit
+bool g_env_session = false;  // the running session was started by MPSRT_TRACE_SIGNPOSTS
+
+void report_at_exit() {
+  std::lock_guard<std::mutex> lock(session_mutex());
+  if (flags() == 0) return;
+  g_flags.store(0);
+  print_statistics_locked(nullptr);
+}
+
+void log_op(const char* what, const Batch& b, const PendingOp& op, uint64_t gpu_ns) {
+  const uint32_t log = g_log.load(std::memory_order_relaxed);
+  char extra[160] = {};
+  int n = 0;
+  const auto add = [&](const char* fmt, auto... args) {
+    if (n >= 0 && static_cast<size_t>(n) < sizeof extra) {
+      n += std::snprintf(extra + n, sizeof extra - static_cast<size_t>(n), fmt, args...);
+    }
+  };
+  if ((log & kLogIncludeGpuTime) != 0) add(", GPU=%.3f ms", static_cast<double>(gpu_ns) / 1e6);
+  if ((log & kLogIncludeKernelTime) != 0) {
+    add(", KRNL=%.3f ms", static_cast<double>(op.device_end - op.device_begin) / 1e6);
+  }
+  if ((log & kLogIncludeBufferId) != 0) {
+    add(", buffer=%#llx", static_cast<unsigned long long>(op.desc.buffer_id));
+  }
+  std::fprintf(stderr, "[profiler] %s %s: device %d stream %lld, %llu bytes%s\n", what,
+               op_name(op.desc.op), b.device, static_cast<long long>(b.stream),
+               static_cast<unsigned long long>(op.desc.bytes), extra);
+}
+
+}  // namespace
+
+const char* op_name(Op op) noexcept {
+  static constexpr const char* kNames[] = {
+      "fill",       "copy",      "copy_from_host", "random_bits",  "uniform",    "normal",
+      "random_int", "bernoulli", "host_callback",  "event_record", "event_wait", "command_buffer"};
+  static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Op::kCount));
+  return kNames[static_cast<size_t>(op)];
+}
+
+Batch* new_batch(int device, int64_t stream, int64_t host_offset_ns) {
+  auto* b = new Batch;
+  b->session = g_session.load(std::memory_order_acquire);
+  b->flags = flags();
+  b->device = device;
+  b->stream = stream;
+  b->host_offset_ns = host_offset_ns;
+  return b;
+}
+
+PendingOp& add_op(Batch& b, const OpDesc& d) {
+  PendingOp& op = b.ops.emplace_back();
+  op.desc = d;
+  op.flow = g_flow.fetch_add(1, std::memory_order_relaxed) + 1;
+  return op;
+}
+
+void record_encode(const Batch& b, const PendingOp& op) {
+  if ((b.flags & kIntervals) == 0) return;
+  Record r;
+  r.begin = op.host_begin;
+  r.end = op.host_end;
+  r.a = op.desc.bytes;
+  r.b = op.flow;
+  r.name = static_cast<uint32_t>(op.desc.op);
+  r.kind = Kind::Encode;
+  r.device = static_cast<uint8_t>(b.device);
+  r.stream = static_cast<int32_t>(b.stream);
+  push(r);
+#if defined(__APPLE__)
+  os_signpost_event_emit(apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "encode",
+                         "%{public}s stream=%lld bytes=%llu", op_name(op.desc.op),
+                         static_cast<long long>(b.stream),
+                         static_cast<unsigned long long>(op.desc.bytes));
+#endif
+}
+
+void complete(const Batch& b, const backend::Completion& c) {
+  if (b.session != g_session.load(std::memory_order_acquire)) return;  // a newer session
+  const int64_t done = now_ns();
+  const int64_t off = b.host_offset_ns;
+  const uint32_t log = g_log.load(std::memory_order_relaxed);
+  const uint64_t gpu_ns = c.device_end_ns - c.device_start_ns;
+  with_buffer([&](ThreadBuffer& t) {
+    Record r;
+    r.device = static_cast<uint8_t>(b.device);
+    r.stream = static_cast<int32_t>(b.stream);
+    if ((b.flags & kIntervals) != 0) {
+      r.kind = Kind::CommandBuffer;
+      r.name = static_cast<uint32_t>(Op::CommandBuffer);
+      r.begin =
+          (b.flags & kSchedule) != 0 ? b.commit_ns : static_cast<int64_t>(c.device_start_ns) + off;
+      r.end = static_cast<int64_t>(c.device_end_ns) + off;
+      r.a = b.ops.size();
+      r.b = static_cast<uint64_t>(b.commit_ns);
+      r.c = static_cast<uint64_t>(done);
+      t.push_locked(r);
+    }
+    for (const PendingOp& op : b.ops) {
+      if (op.device_end == 0) continue;  // not reached (the command buffer failed early)
+      r.name = static_cast<uint32_t>(op.desc.op);
+      r.begin = static_cast<int64_t>(op.device_begin) + off;
+      r.end = static_cast<int64_t>(op.device_end) + off;
+      r.a = op.desc.bytes;
+      r.b = op.flow;
+      r.c = op.device_end - op.device_begin;
+      if ((b.flags & kIntervals) != 0) {
+        r.kind = Kind::Device;
+        t.push_locked(r);
+      }
+      if ((b.flags & kEvents) != 0) {
+        r.kind = Kind::Completion;
+        r.begin = r.end;
+        t.push_locked(r);
+      }
+    }
+  });
+  if ((log & (kLogOperationInfo | kLogCopyInfo)) != 0) {
+    for (const PendingOp& op : b.ops) {
+      if ((log & (is_copy(op.desc.op) ? kLogCopyInfo : kLogOperationInfo)) != 0) {
+        log_op(is_copy(op.desc.op) ? "copy" : "operation", b, op, gpu_ns);
+      }
+    }
+  }
+#if defined(__APPLE__)
+  for (const PendingOp& op : b.ops) {
+    os_signpost_event_emit(apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "completed",
+                           "%{public}s stream=%lld device_ns=%llu", op_name(op.desc.op),
+                           static_cast<long long>(b.stream),
+                           static_cast<unsigned long long>(op.device_end - op.device_begin));
+  }
+#endif
+}
+
+void record_host_copy(Op op, int device, uint64_t bytes, int64_t begin_ns, int64_t end_ns) {
+  const uint32_t f = flags();
+  if (f == 0) return;
+  Record r;
+  r.begin = begin_ns;
+  r.end = end_ns;
+  r.a = bytes;
+  r.name = static_cast<uint32_t>(op);
+  r.kind = Kind::HostCopy;
+  r.device = static_cast<uint8_t>(device);
+  r.stream = -1;
+  push(r);
+  if ((g_log.load(std::memory_order_relaxed) & kLogCopyInfo) != 0) {
+    std::fprintf(stderr, "[profiler] copy %s: device %d, %llu bytes, CPU=%.3f ms\n", op_name(op),
+                 device, static_cast<unsigned long long>(bytes),
+                 static_cast<double>(end_ns - begin_ns) / 1e6);
+  }
+}
+
+void start_from_options(Runtime& rt) {
+  const Options& o = rt.options();
+  if (o.trace_signposts == 0) return;
+  uint32_t modes = 0;
+  if ((o.trace_signposts & (kTraceAllIntervals | kTraceUseIntervals)) != 0) modes |= kIntervals;
+  if ((o.trace_signposts & (kTraceAllEvents | kTraceUseEvents)) != 0) modes |= kEvents;
+  if (modes == 0) modes = kIntervals;
+  std::lock_guard<std::mutex> lock(session_mutex());
+  if (flags() != 0) return;
+  begin_locked(rt, modes);
+  g_env_session = true;
+  if (!g_exit_report) {
+    g_exit_report = true;
+    std::atexit(report_at_exit);
+  }
+}
+
+void reset() {
+  std::lock_guard<std::mutex> lock(session_mutex());
+  g_flags.store(0);
+  range_stack().clear();
+}
+
+void AllocatorTrace::on_event(const AllocEvent& e) {
+  if (MPSRT_LIKELY(flags() == 0)) return;
+  Record r;
+  r.begin = r.end = now_ns();
+  r.a = e.size;
+  r.b = e.address;
+  r.device = static_cast<uint8_t>(device_);
+  r.stream = e.pool;
+  bool counters = true;
+  switch (e.action) {
+    case AllocAction::Alloc:
+      r.kind = Kind::Alloc;
+      break;
+    case AllocAction::FreeRequested:
+      r.kind = Kind::Free;
+      break;
+    case AllocAction::SegmentAlloc:
+      r.kind = Kind::SegmentAlloc;
+      break;
+    case AllocAction::SegmentFree:
+      r.kind = Kind::SegmentFree;
+      break;
+    case AllocAction::Oom:
+      r.kind = Kind::Oom;
+      r.a = e.requested;
+      counters = false;
+      break;
+    case AllocAction::EmptyCache:
+      r.kind = Kind::EmptyCache;
+      counters = false;
+      break;
+    case AllocAction::Retry:
+      return;
+  }
+  with_buffer([&](ThreadBuffer& t) {
+    t.push_locked(r);
+    if (!counters) return;
+    Record c;
+    c.begin = c.end = r.begin;
+    c.kind = Kind::Counter;
+    c.device = r.device;
+    c.a = static_cast<uint64_t>(stats_.allocated_bytes[0].current);
+    c.b = static_cast<uint64_t>(stats_.reserved_bytes[0].current);
+    t.push_locked(c);
+  });
+}
+
+void AllocatorTrace::sample() const {
+  if (flags() == 0) return;
+  Record c;
+  c.begin = c.end = now_ns();
+  c.kind = Kind::Counter;
+  c.device = static_cast<uint8_t>(device_);
+  c.a = static_cast<uint64_t>(stats_.allocated_bytes[0].current);
+  c.b = static_cast<uint64_t>(stats_.reserved_bytes[0].current);
+  push(c);
+}
+
+uint64_t Snapshot::records() const {
+  uint64_t n = 0;
+  for (const ThreadRecords& t : threads) n += t.records.size();
+  return n;
+}
+
+uint64_t Snapshot::dropped() const {
+  uint64_t n = 0;
+  for (const ThreadRecords& t : threads) n += t.dropped;
+  return n;
+}
+
+std::string_view record_name(const ThreadRecords& t, const Record& r) {
+  if (r.kind == Kind::Mark || r.kind == Kind::Range) return t.strings[r.name];
+  switch (r.kind) {
+    case Kind::Alloc:
+      return "alloc";
+    case Kind::Free:
+      return "free";
+    case Kind::SegmentAlloc:
+      return "heap_alloc";
+    case Kind::SegmentFree:
+      return "heap_free";
+    case Kind::Oom:
+      return "out_of_memory";
+    case Kind::EmptyCache:
+      return "empty_cache";
+    case Kind::Counter:
+      return "memory";
+    default:
+      return op_name(static_cast<Op>(r.name));
+  }
+}
+
+}  // namespace mpsrt::detail::prof
+
+namespace mpsrt::profiler {
+
+using detail::Runtime;
+namespace prof = detail::prof;
+
+void start(unsigned modes, bool wait_until_completed) {
+  if (modes == 0 || modes > (kInterval | kEvent)) {
+    detail::throw_invalid(
+        "[profiler] start: modes must combine kInterval (1) and kEvent (2), got " +
+        std::to_string(modes));
+  }
+  Runtime& rt = Runtime::get();
+  std::lock_guard<std::mutex> lock(prof::session_mutex());
+  if (prof::flags() != 0) {
+    detail::throw_error(std::string("[profiler] start: a session is already running") +
+                        (prof::g_env_session ? " (started by MPSRT_TRACE_SIGNPOSTS)" : "") +
+                        "; stop() it first");
+  }
+  prof::g_env_session = false;
+  prof::begin_locked(rt, modes | (wait_until_completed ? prof::kWait : 0u));
+}
+
+void stop() {
+  std::lock_guard<std::mutex> lock(prof::session_mutex());
+  if (prof::flags() == 0) return;
+  prof::g_flags.store(0, std::memory_order_release);
+  Runtime& rt = Runtime::get();
+  // The work profiled so far completes now, so that its device intervals are in the session.
+  for (detail::DeviceContext* d : rt.open_devices()) d->wait_idle();
+  prof::print_statistics_locked(&rt);
+}
+
+bool is_active() noexcept {
+  return prof::flags() != 0;
+}
+
+void mark(std::string_view message) {
+  if (MPSRT_LIKELY(prof::flags() == 0)) return;
+  prof::Record r;
+  r.begin = r.end = prof::now_ns();
+  r.kind = prof::Kind::Mark;
+  prof::with_buffer([&](prof::ThreadBuffer& t) {
+    r.name = t.intern_locked(message);
+    t.push_locked(r);
+  });
+#if defined(__APPLE__)
+  const std::string m(message);
+  os_signpost_event_emit(prof::apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "mark", "%{public}s",
+                         m.c_str());
+#endif
+}
+
+int range_push(std::string_view message) {
+  auto& stack = prof::range_stack();
+  prof::OpenRange& r = stack.emplace_back();
+  if (prof::flags() != 0) {
+    r.message = message;
+    r.session = prof::g_session.load(std::memory_order_acquire);
+    r.begin = prof::now_ns();
+#if defined(__APPLE__)
+    r.id = os_signpost_id_generate(prof::apple_log());
+    os_signpost_interval_begin(prof::apple_log(), r.id, "range", "%{public}s", r.message.c_str());
+#endif
+  }
+  return static_cast<int>(stack.size()) - 1;
+}
+
+int range_pop() {
+  auto& stack = prof::range_stack();
+  if (stack.empty()) {
+    detail::throw_error(
+        "[profiler] range_pop: no range is open on this thread; every range_pop() must follow "
+        "a range_push() on the same thread");
+  }
+  const prof::OpenRange r = std::move(stack.back());
+  stack.pop_back();
+  const int depth = static_cast<int>(stack.size());
+#if defined(__APPLE__)
+  if (r.session != 0) os_signpost_interval_end(prof::apple_log(), r.id, "range");
+#endif
+  if (r.session != 0 && prof::flags() != 0 &&
+      r.session == prof::g_session.load(std::memory_order_acquire)) {
+    prof::Record rec;
+    rec.begin = r.begin;
+    rec.end = prof::now_ns();
+    rec.kind = prof::Kind::Range;
+    rec.a = static_cast<uint64_t>(depth);
+    prof::with_buffer([&](prof::ThreadBuffer& t) {
+      rec.name = t.intern_locked(r.message);
+      t.push_locked(rec);
+    });
+  }
+  return depth;
+}
+
+TraceSummary export_trace(const std::string& path) {
+  std::lock_guard<std::mutex> lock(prof::session_mutex());
+  return prof::write_trace_json(prof::snapshot(&Runtime::get()), path);
+}
+
+std::string statistics() {
+  std::lock_guard<std::mutex> lock(prof::session_mutex());
+  return prof::format_statistics(prof::snapshot(&Runtime::get()), 0);
+}
+
+}  // namespace mpsrt::profiler

@@ -1,0 +1,64 @@
+// The signpost profiler: operation, copy and allocator signposts, nvtx-style ranges, statistics
+// and a Chrome/Perfetto trace export.
+//
+// While a session runs (start() .. stop()), every command encoded on a stream records its CPU
+// encode interval on the calling thread's track and, once its command buffer completes, its
+// device interval on the stream's track, joined by a flow arrow. Allocations, frees and heap
+// changes record instants plus "allocated" and "reserved" counters. On Apple the same
+// signposts also go to os_signpost (subsystem "mpsrt"). Records are kept per thread in a
+// bounded buffer (MPSRT_PROFILE_RECORDS each); what does not fit is counted and reported.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mpsrt/api.h"
+
+namespace mpsrt::profiler {
+
+/// Signpost modes (bits, combinable), as torch.mps.profiler's "interval" and "event".
+enum Mode : unsigned {
+  kInterval = 1,  ///< intervals: the CPU encode and the device execution of each command
+  kEvent = 2,     ///< instants marking the completion of each command
+};
+
+/// Starts a session (clearing the records of the previous one). `modes` is a combination of
+/// Mode bits; wait_until_completed makes every profiled command buffer commit-and-wait, so that
+/// each command runs alone on the device timeline. Throws std::invalid_argument for modes
+/// outside 1..3 and mpsrt::Error when a session is already running.
+MPSRT_API void start(unsigned modes, bool wait_until_completed = false);
+/// Ends the session: waits for the profiled work of every open device to complete (so that
+/// its device intervals are recorded), then prints the statistics MPSRT_LOG_PROFILE_INFO asks
+/// for to stderr. Does nothing when no session runs.
+MPSRT_API void stop();
+/// True while a session runs.
+MPSRT_API bool is_active() noexcept;
+
+/// An instant on the calling thread's track. Cost with the profiler off: one load.
+MPSRT_API void mark(std::string_view message);
+/// Opens a range on the calling thread; returns its 0-based nesting depth. Ranges nest per
+/// thread and are recorded (as one interval) when popped during a session.
+MPSRT_API int range_push(std::string_view message);
+/// Closes the calling thread's innermost range; returns the depth it had. Throws mpsrt::Error
+/// when the thread has no open range.
+MPSRT_API int range_pop();
+
+/// What an export wrote.
+struct TraceSummary {
+  uint64_t events = 0;   ///< trace events written (metadata included)
+  uint64_t records = 0;  ///< records exported
+  uint64_t dropped = 0;  ///< records lost because a thread's buffer was full
+};
+/// Writes the records of the current (or last) session as Chrome/Perfetto trace JSON: a track
+/// per stream (command buffers and device intervals), a track per host thread (encode
+/// intervals, ranges, marks, allocator instants), counter tracks for allocated and reserved
+/// bytes per device, and flow arrows from each encode to its execution. Throws mpsrt::Error
+/// when the file cannot be written.
+MPSRT_API TraceSummary export_trace(const std::string& path);
+
+/// Per-operation statistics of the current (or last) session as a readable table: counts,
+/// total / mean / max CPU encode and device times, bytes, copy bandwidth, dropped records.
+MPSRT_API std::string statistics();
+
+}  // namespace mpsrt::profiler
