@@ -1,0 +1,241 @@
+// Tests of the signpost profiler (mpsrt/profiler.h) from C++: sessions and their records,
+// ranges, overflow accounting, statistics, and recording from many threads while exporting.
+// Every test runs on each backend that is built and available, in its own environment.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/runtime.h"
+#include "mpsrt/mpsrt.h"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+using mpsrt::Buffer;
+using mpsrt::Stream;
+using mpsrt::detail::Runtime;
+namespace profiler = mpsrt::profiler;
+
+std::vector<std::string> usable_backends() {
+  std::vector<std::string> out;
+  for (mpsrt::backend::Backend* b : mpsrt::backend::all_backends()) {
+    if (b->is_built() && b->is_available()) out.push_back(b->name());
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+class ProfilerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { use_env({}); }
+  void TearDown() override {
+    profiler::stop();
+    Runtime::reset(nullptr);
+    std::remove(path_.c_str());
+  }
+  void use_env(Env env) {
+    env["MPSRT_BACKEND"] = GetParam();
+    env_ = std::move(env);
+    const mpsrt::detail::EnvLookup lookup = [this](const char* name) -> const char* {
+      auto it = env_.find(name);
+      return it == env_.end() ? nullptr : it->second.c_str();
+    };
+    Runtime::reset(&lookup);
+  }
+  std::string export_text(profiler::TraceSummary* summary = nullptr) {
+    const profiler::TraceSummary s = profiler::export_trace(path_);
+    if (summary != nullptr) *summary = s;
+    return read_file(path_);
+  }
+
+  Env env_;
+  std::string path_ = ::testing::TempDir() + "mpsrt_profiler_test.json";
+};
+
+TEST_P(ProfilerTest, ASessionRecordsEncodesDeviceIntervalsAndTheirCommandBuffer) {
+  Stream s = mpsrt::default_stream();
+  Buffer b(4096, s);
+  s.synchronize();
+  profiler::start(profiler::kInterval);
+  for (int i = 0; i < 3; ++i) b.fill(static_cast<uint64_t>(i), 1, s);
+  s.synchronize();
+  profiler::stop();
+  profiler::TraceSummary sum;
+  const std::string json = export_text(&sum);
+  // The counters' starting sample, three encodes, three device intervals, one command buffer.
+  EXPECT_EQ(sum.records, 8u) << json;
+  EXPECT_EQ(sum.dropped, 0u);
+  EXPECT_EQ(count(json, "\"cat\":\"encode\""), 3u);
+  EXPECT_EQ(count(json, "\"cat\":\"device\""), 3u);
+  EXPECT_EQ(count(json, "\"cat\":\"command_buffer\""), 1u);
+  EXPECT_EQ(count(json, "\"ph\":\"s\""), 3u);
+  EXPECT_EQ(count(json, "\"ph\":\"f\""), 3u);
+  EXPECT_EQ(count(json, "\"commands\":3"), 1u);
+}
+
+TEST_P(ProfilerTest, NothingIsRecordedOutsideASession) {
+  profiler::start(profiler::kInterval | profiler::kEvent);
+  profiler::stop();
+  profiler::TraceSummary before;
+  export_text(&before);
+  Stream s = mpsrt::default_stream();
+  Buffer b(4096, s);
+  b.fill(1, 4, s);
+  profiler::mark("off");
+  EXPECT_EQ(profiler::range_push("off"), 0);
+  EXPECT_EQ(profiler::range_pop(), 0);
+  s.synchronize();
+  b.reset();
+  profiler::TraceSummary after;
+  export_text(&after);
+  EXPECT_EQ(after.records, before.records);
+  EXPECT_FALSE(profiler::is_active());
+}
+
+TEST_P(ProfilerTest, RangesNestPerThreadAndAnUnbalancedPopThrows) {
+  EXPECT_THROW(profiler::range_pop(), mpsrt::Error);
+  profiler::start(profiler::kInterval);
+  EXPECT_EQ(profiler::range_push("a"), 0);
+  EXPECT_EQ(profiler::range_push("b"), 1);
+  std::thread([] {
+    EXPECT_EQ(profiler::range_push("other"), 0);
+    EXPECT_EQ(profiler::range_pop(), 0);
+    EXPECT_THROW(profiler::range_pop(), mpsrt::Error);
+  }).join();
+  EXPECT_EQ(profiler::range_pop(), 1);
+  EXPECT_EQ(profiler::range_pop(), 0);
+  EXPECT_THROW(profiler::range_pop(), mpsrt::Error);
+  profiler::stop();
+  const std::string json = export_text();
+  EXPECT_EQ(count(json, "\"cat\":\"range\""), 3u);
+  EXPECT_EQ(count(json, "\"depth\":1"), 1u);
+  EXPECT_EQ(count(json, "\"depth\":0"), 2u);
+}
+
+TEST_P(ProfilerTest, BadModesAndASecondStartThrow) {
+  EXPECT_THROW(profiler::start(0), std::invalid_argument);
+  EXPECT_THROW(profiler::start(4), std::invalid_argument);
+  EXPECT_FALSE(profiler::is_active());
+  profiler::start(profiler::kEvent);
+  EXPECT_THROW(profiler::start(profiler::kInterval), mpsrt::Error);
+  EXPECT_TRUE(profiler::is_active());
+  profiler::stop();
+  profiler::stop();
+  EXPECT_FALSE(profiler::is_active());
+}
+
+TEST_P(ProfilerTest, AFullBufferCountsWhatItDrops) {
+  use_env({{"MPSRT_PROFILE_RECORDS", "1024"}});
+  profiler::start(profiler::kInterval);
+  for (int i = 0; i < 3000; ++i) profiler::mark(i % 2 == 0 ? "even" : "odd");
+  profiler::stop();
+  profiler::TraceSummary sum;
+  const std::string json = export_text(&sum);
+  EXPECT_EQ(sum.records, 1024u);
+  EXPECT_EQ(sum.dropped, 3000u - 1024u);
+  EXPECT_NE(json.find("\"dropped_records\":1976"), std::string::npos);
+  EXPECT_NE(profiler::statistics().find("1976 dropped"), std::string::npos);
+}
+
+TEST_P(ProfilerTest, WaitUntilCompletedFinishesEachCommandBeforeReturning) {
+  Stream s = mpsrt::default_stream();
+  Buffer b(1 << 20, s);
+  profiler::start(profiler::kInterval, /*wait_until_completed=*/true);
+  for (int i = 0; i < 4; ++i) {
+    b.fill(static_cast<uint64_t>(i), 1, s);
+    EXPECT_TRUE(s.query());
+  }
+  profiler::stop();
+  const std::string json = export_text();
+  EXPECT_EQ(count(json, "\"commands\":1,"), 4u);
+}
+
+TEST_P(ProfilerTest, StatisticsCountOpsAndCopies) {
+  Stream s = mpsrt::default_stream();
+  Buffer a(1 << 16, s), b(1 << 16, s);
+  profiler::start(profiler::kInterval);
+  for (int i = 0; i < 5; ++i) a.fill(1, 1, s);
+  b.copy_from(a, s);
+  profiler::stop();
+  std::istringstream table(profiler::statistics());
+  std::map<std::string, std::vector<std::string>> rows;
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (!w.empty()) rows[w[0]] = w;
+  }
+  ASSERT_EQ(rows.count("fill"), 1u);
+  ASSERT_EQ(rows.count("copy"), 1u);
+  EXPECT_EQ(rows["fill"][1], "5");
+  EXPECT_EQ(rows["fill"][8], std::to_string(5 << 16));
+  EXPECT_EQ(rows["copy"][1], "1");
+  EXPECT_GT(std::stod(rows["copy"][9]), 0.0);  // GB/s
+}
+
+TEST_P(ProfilerTest, ThreadsRecordWhileAnotherExports) {
+  profiler::start(profiler::kInterval);
+  constexpr int kThreads = 4;
+  constexpr int kMarks = 20000;
+  std::atomic<bool> done{false};
+  std::thread exporter([&] {
+    const std::string p = path_ + ".live";
+    while (!done.load()) (void)profiler::export_trace(p);
+    std::remove(p.c_str());
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      Stream s = mpsrt::default_stream();
+      Buffer b(256, s);
+      for (int i = 0; i < kMarks; ++i) {
+        profiler::mark("t" + std::to_string(t));
+        if (i % 1000 == 0) b.fill(1, 1, s);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  done = true;
+  exporter.join();
+  profiler::stop();
+  const std::string json = export_text();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(count(json, "\"name\":\"t" + std::to_string(t) + "\""), size_t{kMarks});
+  }
+  EXPECT_EQ(count(json, "\"cat\":\"encode\""), size_t{kThreads * kMarks / 1000});
+  EXPECT_EQ(count(json, "\"cat\":\"device\""), size_t{kThreads * kMarks / 1000});
+}
+
+TEST_P(ProfilerTest, ExportToAnUnwritablePathThrowsAndKeepsTheRecords) {
+  profiler::start(profiler::kInterval);
+  profiler::mark("kept");
+  profiler::stop();
+  EXPECT_THROW(profiler::export_trace("/nonexistent-dir/t.json"), mpsrt::Error);
+  EXPECT_EQ(count(export_text(), "\"name\":\"kept\""), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiler, ProfilerTest, ::testing::ValuesIn(usable_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
