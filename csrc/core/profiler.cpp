@@ -444,26 +444,22 @@ void AllocatorTrace::on_event(const AllocEvent& e) {
   }
   with_buffer([&](ThreadBuffer& t) {
     t.push_locked(r);
-    if (!counters) return;
-    Record c;
-    c.begin = c.end = r.begin;
-    c.kind = Kind::Counter;
-    c.device = r.device;
-    c.a = static_cast<uint64_t>(stats_.allocated_bytes[0].current);
-    c.b = static_cast<uint64_t>(stats_.reserved_bytes[0].current);
-    t.push_locked(c);
+    if (counters) t.push_locked(counter_record(r.begin));
   });
 }
 
 void AllocatorTrace::sample() const {
-  if (flags() == 0) return;
+  if (flags() != 0) push(counter_record(now_ns()));
+}
+
+Record AllocatorTrace::counter_record(int64_t at) const {
   Record c;
-  c.begin = c.end = now_ns();
+  c.begin = c.end = at;
   c.kind = Kind::Counter;
   c.device = static_cast<uint8_t>(device_);
   c.a = static_cast<uint64_t>(stats_.allocated_bytes[0].current);
   c.b = static_cast<uint64_t>(stats_.reserved_bytes[0].current);
-  push(c);
+  return c;
 }
 
 uint64_t Snapshot::records() const {

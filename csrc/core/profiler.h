@@ -134,6 +134,8 @@ void start_from_options(Runtime& rt);
 /// Ends any session without waiting or printing (runtime reset).
 void reset();
 
+struct Record;  // profiler_records.h
+
 /// Allocator signposts and the allocated / reserved counters of one device.
 class AllocatorTrace final : public AllocatorObserver {
  public:
@@ -143,6 +145,9 @@ class AllocatorTrace final : public AllocatorObserver {
   void sample() const;
 
  private:
+  // The allocated / reserved counter sample at time `at` (the allocator's lock held).
+  Record counter_record(int64_t at) const;
+
   int device_;
   const MemoryStats& stats_;
 };
