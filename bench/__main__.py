@@ -6,7 +6,9 @@ Misses of a goal are reported, not failures: the exit code is 0 unless the argum
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -17,6 +19,7 @@ from dataclasses import asdict
 from .timing import Row, format_table, progress, progress_clear
 
 AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler")
+# Every area runs once per backend: the runtime is re-created on each (mpsrt._C._reset_runtime).
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
@@ -29,21 +32,35 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
     )
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples (< 60 s)")
     p.add_argument("--json", metavar="PATH", help="also write the header and all rows as JSON")
-    p.add_argument("--backend", metavar="NAME", help="sets MPSRT_BACKEND before mpsrt loads")
+    p.add_argument(
+        "--backend", metavar="NAME", help="run on this backend only (default: every available one)"
+    )
+    p.add_argument("--plot", metavar="PATH.png", help="also draw the ratios (needs matplotlib)")
     return p, p.parse_args(argv)
 
 
-def _header() -> dict[str, object]:
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(module: str) -> str:
+    try:
+        return importlib.import_module(module).__version__
+    except ImportError:
+        return "not installed"
+
+
+def _header(backends: list[str]) -> dict[str, object]:
     import mpsrt
     import numpy
 
-    props = mpsrt.get_device_properties()
-    try:
-        import torch
-
-        torch_version = torch.__version__
-    except ImportError:
-        torch_version = "not installed"
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -52,17 +69,57 @@ def _header() -> dict[str, object]:
     changed = {o["name"]: o["value"] for o in options if o["value"] not in ("", o["default"])}
     return {
         "mpsrt": mpsrt.__version__,
-        "backend": mpsrt.backend(),
-        "device": props.name,
-        "details": props.details,
+        "backends": ", ".join(backends),
+        "cpu": _cpu_model(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
-        "torch": torch_version,
+        "torch": _version("torch"),
+        "mlx": _version("mlx.core"),
         "cpus": f"{os.cpu_count()} ({usable} usable)",
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1, 5, 15 min)",
         "options": ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults",
         "mode": "quick",  # overwritten by main()
     }
+
+
+def _use_backend(name: str) -> dict[str, object]:
+    """Re-creates the runtime on `name` (subprocess workers inherit MPSRT_BACKEND too) and
+    describes its device."""
+    import mpsrt
+
+    gc.collect()  # Buffers of the previous backend's areas
+    os.environ["MPSRT_BACKEND"] = name
+    mpsrt._C._reset_runtime(dict(os.environ))
+    props = mpsrt.get_device_properties()
+    return {"backend": name, "device": props.name, "details": props.details or "-"}
+
+
+def _plot(rows: list[Row], path: str) -> None:
+    """A bar per row that has a ratio (log scale), coloured by its goal's status."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib: pip install '.[bench]'", file=sys.stderr)
+        return
+    shown = [r for r in rows if r.ratio]
+    if not shown:
+        return
+    labels = [f"{r.backend}/{r.area}: {r.name} vs {r.peer_name or r.goal}" for r in shown]
+    colours = [{True: "tab:green", False: "tab:red", None: "tab:gray"}[r.goal_met] for r in shown]
+    fig, ax = plt.subplots(figsize=(11, 0.25 * len(shown) + 1.5))
+    ax.barh(range(len(shown)), [r.ratio for r in shown], color=colours)
+    ax.set_yticks(range(len(shown)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("ratio to the peer (> 1 is better for mpsrt); green: goal met, red: missed")
+    ax.set_title("python -m bench")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             f"available: {', '.join(mpsrt.available_backends())}"
         )
 
-    header = _header()
+    backends = [args.backend] if args.backend else mpsrt.available_backends()
+    header = _header(backends)
     header["mode"] = "quick" if args.quick else "full"
     width = max(len(k) for k in header)
     for key, value in header.items():
@@ -93,25 +151,43 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
 
     all_rows: list[Row] = []
+    devices = []
     t_start = time.perf_counter()
-    for area in areas:
-        progress(f"[{area}] starting")
-        t0 = time.perf_counter()
-        rows = importlib.import_module(f".bench_{area}", __package__).run(args.quick)
-        progress_clear()
-        print(f"\n{format_table(area, rows)}\n({time.perf_counter() - t0:.1f} s)")
-        sys.stdout.flush()
-        all_rows += rows
+    for backend in backends:
+        device = _use_backend(backend)
+        devices.append(device)
+        print(f"\n#### backend {backend}: {device['device']} ({device['details']})")
+        for area in areas:
+            progress(f"[{backend}/{area}] starting")
+            t0 = time.perf_counter()
+            run = importlib.import_module(f".bench_{area}", __package__).run
+            if "backend" in inspect.signature(run).parameters:
+                rows = run(args.quick, backend=backend)
+            else:
+                rows = run(args.quick)
+            for r in rows:
+                r.backend = backend
+            progress_clear()
+            title = f"{area} ({backend})"
+            print(f"\n{format_table(title, rows)}\n({time.perf_counter() - t0:.1f} s)")
+            sys.stdout.flush()
+            all_rows += rows
     total = time.perf_counter() - t_start
     missed = [
-        f"{r.area}/{r.name} vs {r.peer_name or r.goal}" for r in all_rows if r.goal_met is False
+        f"{r.backend}/{r.area}/{r.name} vs {r.peer_name or r.goal}"
+        for r in all_rows
+        if r.goal_met is False
     ]
     print(f"\ntotal {total:.1f} s; goals missed: {len(missed)}")
     for m in missed:
         print(f"  MISS {m}")
 
+    if args.plot:
+        _plot(all_rows, args.plot)
+        print(f"plot: {args.plot}")
     if args.json:
         header["seconds"] = round(total, 2)
+        header["devices"] = devices
         with open(args.json, "w") as f:
             json.dump({"header": header, "rows": [asdict(r) for r in all_rows]}, f, indent=1)
             f.write("\n")

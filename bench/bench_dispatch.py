@@ -85,7 +85,7 @@ def _versus(
     return rows
 
 
-def run(quick: bool) -> list[Row]:
+def run(quick: bool, backend: str = "cpu") -> list[Row]:
     iters = 2000 if quick else 20000
     idle_iters = 100 if quick else 500
     rows: list[Row] = []
@@ -104,13 +104,15 @@ def run(quick: bool) -> list[Row]:
     rows.append(Row(AREA, f"after {IDLE_US} µs idle, median", idle.median * us, "µs"))
     rows.append(Row(AREA, f"after {IDLE_US} µs idle, p99", idle.p99 * us, "µs"))
 
-    progress(f"[{AREA}] hot commit+wait, MPSRT_CPU_SPIN_US=0 (subprocess)")
-    spin = f"spin-then-park (SPIN_US={_option('MPSRT_CPU_SPIN_US')})"
-    park = "park-only (SPIN_US=0)"
-    note = "both columns are mpsrt; ratio > 1 means spinning before parking pays"
-    rows += _versus(f"hot, {spin}", hot, park, _child(iters, "0"), note)
+    # The spin and pinning variants are settings of the cpu backend's queues.
+    if backend == "cpu":
+        progress(f"[{AREA}] hot commit+wait, MPSRT_CPU_SPIN_US=0 (subprocess)")
+        spin = f"spin-then-park (SPIN_US={_option('MPSRT_CPU_SPIN_US')})"
+        park = "park-only (SPIN_US=0)"
+        note = "both columns are mpsrt; ratio > 1 means spinning before parking pays"
+        rows += _versus(f"hot, {spin}", hot, park, _child(iters, "0"), note)
 
-    if hasattr(os, "sched_setaffinity"):
+    if backend == "cpu" and hasattr(os, "sched_setaffinity"):
         # Caller and worker sharing one CPU: what a busy or small machine may do to them.
         cpu = min(os.sched_getaffinity(0))
         n = min(iters, 5000)

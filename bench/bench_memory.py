@@ -84,6 +84,17 @@ def _cpp_rows(quick: bool) -> list[Row]:
                 goal_met=mine <= peer,
             )
         )
+        misses = [_bench.alloc_free_ns(n, max(20, iters // 100), True) for _ in range(3)]
+        rows.append(
+            Row(
+                AREA,
+                f"C++ alloc+free {_size_name(n)}, cache miss (new heap each time)",
+                float(np.median(misses)),
+                "ns",
+                "posix_memalign+free",
+                peer,
+            )
+        )
     return rows
 
 

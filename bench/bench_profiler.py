@@ -9,6 +9,7 @@ of 10,000 `with ...: pass` blocks, interleaved with the peer's.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,24 @@ def _session(on: bool) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _quiet_output() -> Iterator[None]:
+    """Sends what native code writes to stdout and stderr to /dev/null meanwhile."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
 def _torch_rows(quick: bool) -> list[Row]:
     rounds = 3 if quick else 10
     try:
@@ -60,7 +79,11 @@ def _torch_rows(quick: bool) -> list[Row]:
                 pass
 
         if on:
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            # torch's profiler prints lines of its own at start and stop.
+            with (
+                _quiet_output(),
+                torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]),
+            ):
                 with profiler.profile():
                     stats = measure_interleaved(
                         {"mpsrt": ours, "torch": theirs}, rounds=rounds, repeats=3, number=10_000

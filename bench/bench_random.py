@@ -1,7 +1,9 @@
-"""Random fills (Philox4x32-10) beside numpy, PyTorch and MLX (CPU) when installed.
+"""Random fills (Philox4x32-10) per distribution and dtype, on one and two threads, beside
+numpy, PyTorch and MLX (CPU) when installed.
 
-Runs that need other settings (one or two kernel threads, AVX2 forced) use their own process,
-since options are read once per process.
+mpsrt's figures come from their own processes (`python -m bench._worker random_gbs`), since the
+thread count and instruction set are options read once per process: on cpu the kernel threads
+are MPSRT_CPU_THREADS, on vulkan over Mesa's lavapipe they are LP_NUM_THREADS.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -17,6 +20,21 @@ from .timing import Row, measure, progress
 
 AREA = "random"
 MB = 1_000_000
+
+# (distribution, dtype); the quick run keeps the first five.
+CASES = [
+    ("uniform", "float32"),
+    ("normal", "float32"),
+    ("int", "int32"),
+    ("bernoulli", "float32"),
+    ("bits", "uint32"),
+    ("uniform", "float16"),
+    ("uniform", "bfloat16"),
+    ("uniform", "float64"),
+    ("normal", "float64"),
+    ("int", "int64"),
+    ("bernoulli", "bool"),
+]
 
 
 def fill_gbs(kind: str, dtype: str, nbytes: int, repeats: int) -> float:
@@ -42,149 +60,139 @@ def fill_gbs(kind: str, dtype: str, nbytes: int, repeats: int) -> float:
     return nbytes / st.median / 1e9
 
 
+def thread_env(backend: str, threads: int) -> dict[str, str]:
+    """The settings that give a backend's random kernels `threads` host threads."""
+    if backend == "cpu":
+        return {"MPSRT_CPU_THREADS": str(threads)}
+    if backend == "vulkan":
+        return {"LP_NUM_THREADS": str(threads)}  # lavapipe's threads; ignored by real GPUs
+    return {}
+
+
 def _in_process(kind: str, dtype: str, nbytes: int, repeats: int, **env: str) -> float:
     e = dict(os.environ)
     e.update(env)
+    cmd = [sys.executable, "-m", "bench._worker", "random_gbs", kind, dtype, str(nbytes)]
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench._worker",
-            "random_gbs",
-            kind,
-            dtype,
-            str(nbytes),
-            str(repeats),
-        ],
-        env=e,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+        [*cmd, str(repeats)], env=e, capture_output=True, text=True, timeout=300, check=True
     )
     return float(json.loads(out.stdout)["gbs"])
 
 
-def _peer_gbs(fn, nbytes: int, repeats: int) -> float:
+def _gbs(fn: Callable[[], object], nbytes: int, repeats: int) -> float:
     st = measure(fn, warmup=1, repeats=repeats)
     return nbytes / st.median / 1e9
 
 
-def run(quick: bool) -> list[Row]:
-    nbytes = 16 * MB if quick else 64 * MB
-    reps = 3 if quick else 7
-    rows: list[Row] = []
-    progress(f"[{AREA}] float32 uniform, {nbytes // MB} MB")
-    one = _in_process("uniform", "float32", nbytes, reps, MPSRT_CPU_THREADS="1")
-    one_avx2 = _in_process(
-        "uniform", "float32", nbytes, reps, MPSRT_CPU_THREADS="1", MPSRT_CPU_ISA="avx2"
-    )
-    two = _in_process("uniform", "float32", nbytes, reps, MPSRT_CPU_THREADS="2")
-    bits = _in_process("bits", "uint32", nbytes, reps, MPSRT_CPU_THREADS="1")
+Peer = Optional[Callable[[], object]]
 
-    out = np.empty(nbytes // 4, np.float32)
+
+def _numpy_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
     rng = np.random.default_rng(1)
-    np_gbs = _peer_gbs(lambda: rng.random(out=out, dtype=np.float32), nbytes, reps)
-    case = f"float32 uniform {nbytes // MB} MB, 1 thread"
-    rows.append(
-        Row(
-            AREA,
-            case,
-            one,
-            "GB/s",
-            "numpy default_rng",
-            np_gbs,
-            goal=">= 3.5x numpy (AVX-512)",
-            goal_met=one >= 3.5 * np_gbs,
-        )
-    )
-    rows.append(
-        Row(
-            AREA,
-            case + ", AVX2 forced",
-            one_avx2,
-            "GB/s",
-            "numpy default_rng",
-            np_gbs,
-            goal=">= 2.3x numpy",
-            goal_met=one_avx2 >= 2.3 * np_gbs,
-        )
-    )
+    if dtype in ("float16", "bfloat16"):
+        return "numpy", None  # no half-precision generators
+    out = np.empty(n // np.dtype(dtype).itemsize, dtype)
+    if kind == "uniform":
+        return "numpy random", lambda: rng.random(out=out, dtype=out.dtype)
+    if kind == "normal":
+        return "numpy standard_normal", lambda: rng.standard_normal(out=out, dtype=out.dtype)
+    if kind == "int":
+        return "numpy integers", lambda: rng.integers(0, 1000, out.size, dtype=out.dtype)
+    if kind == "bernoulli":
+        return "numpy random < p", lambda: np.less(rng.random(out.size, np.float32), 0.3, out=out)
+    return "numpy random_raw", lambda: rng.bit_generator.random_raw(n // 8)
+
+
+def _torch_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
     try:
         import torch
-
-        t = torch.empty(nbytes // 4, dtype=torch.float32)
-        torch_gbs = _peer_gbs(lambda: t.uniform_(), nbytes, reps)
-        rows.append(
-            Row(
-                AREA,
-                case,
-                one,
-                "GB/s",
-                "torch uniform_",
-                torch_gbs,
-                goal=">= 5x torch",
-                goal_met=one >= 5 * torch_gbs,
-            )
-        )
     except ImportError:
-        pass
+        return "torch", None
+    tdtype = getattr(torch, dtype if dtype != "uint32" else "int32")
+    t = torch.empty(n // torch.empty(0, dtype=tdtype).element_size(), dtype=tdtype)
+    if kind == "uniform":
+        return "torch uniform_", t.uniform_
+    if kind == "normal":
+        return "torch normal_", t.normal_
+    if kind == "int":
+        return "torch random_", lambda: t.random_(0, 1000)
+    if kind == "bernoulli":
+        return "torch bernoulli_", lambda: t.bernoulli_(0.3)
+    return "torch random_", t.random_
+
+
+def _mlx_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
     try:
         import mlx.core as mx
-
-        def mlx_fill() -> None:
-            mx.eval(mx.random.uniform(shape=(nbytes // 4,), dtype=mx.float32))
-
-        rows.append(Row(AREA, case, one, "GB/s", "mlx uniform", _peer_gbs(mlx_fill, nbytes, reps)))
     except ImportError:
-        pass
-    rows.append(
-        Row(
-            AREA,
-            f"float32 uniform {nbytes // MB} MB, 2 threads",
-            two,
-            "GB/s",
-            "1 thread",
-            one,
-            goal=">= 1.7x 1 thread",
-            goal_met=two >= 1.7 * one,
-            note="see streams: this VM runs two threads at about one core's speed",
-        )
-    )
-    rows.append(
-        Row(
-            AREA,
-            f"raw uint32 {nbytes // MB} MB, 1 thread",
-            bits,
-            "GB/s",
-            goal=">= 7 GB/s (AVX-512)",
-            goal_met=bits >= 7,
-        )
-    )
+        return "mlx", None
+    if dtype == "float64" or kind == "bits":
+        return "mlx", None  # no float64 random numbers, no raw bits
+    mdtype = getattr(mx, dtype)
+    shape = (n // np.dtype("uint16" if dtype == "bfloat16" else dtype).itemsize,)
+    make = {
+        "uniform": lambda: mx.random.uniform(shape=shape, dtype=mdtype),
+        "normal": lambda: mx.random.normal(shape=shape, dtype=mdtype),
+        "int": lambda: mx.random.randint(0, 1000, shape=shape, dtype=mdtype),
+        "bernoulli": lambda: mx.random.bernoulli(0.3, shape=shape),
+    }[kind]
+    return f"mlx random.{kind if kind != 'int' else 'randint'}", lambda: mx.eval(make())
 
-    if not quick:
-        progress(f"[{AREA}] other distributions")
-        n = nbytes
-        o32, o64 = np.empty(n // 4, np.float32), np.empty(n // 8)
-        peers = {
-            ("normal", "float32"): (
-                "numpy standard_normal",
-                lambda: rng.standard_normal(out=o32, dtype=np.float32),
-            ),
-            ("normal", "float64"): ("numpy standard_normal", lambda: rng.standard_normal(out=o64)),
-            ("uniform", "float64"): ("numpy random", lambda: rng.random(out=o64)),
-            ("int", "int64"): ("numpy integers", lambda: rng.integers(0, 1000, n // 8)),
-            ("bernoulli", "float32"): (
-                "numpy random < p",
-                lambda: rng.random(n // 4, dtype=np.float32) < 0.3,
-            ),
-            ("uniform", "float16"): ("", None),
-            ("uniform", "bfloat16"): ("", None),
-        }
-        for (kind, dtype), (peer, fn) in peers.items():
-            ours = _in_process(kind, dtype, n, reps, MPSRT_CPU_THREADS="1")
-            theirs = _peer_gbs(fn, n, reps) if fn is not None else None
+
+def run(quick: bool, backend: str = "cpu") -> list[Row]:
+    nbytes = 16 * MB if quick else 64 * MB
+    reps = 3 if quick else 7
+    cases = CASES[:5] if quick else CASES
+    rows: list[Row] = []
+    for kind, dtype in cases:
+        case = f"{kind} {dtype} {nbytes // MB} MB"
+        progress(f"[{AREA}] {case}")
+        one = _in_process(kind, dtype, nbytes, reps, **thread_env(backend, 1))
+        two = _in_process(kind, dtype, nbytes, reps, **thread_env(backend, 2))
+        primary = kind == "uniform" and dtype == "float32"
+        for peer_of in (_numpy_peer, _torch_peer, _mlx_peer):
+            peer, fn = peer_of(kind, dtype, nbytes)
+            if fn is None:
+                continue
+            theirs = _gbs(fn, nbytes, reps)
+            row = Row(AREA, f"{case}, 1 thread", one, "GB/s", peer, theirs)
+            if primary and backend == "cpu" and peer_of is _numpy_peer:
+                row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
+            if primary and backend == "cpu" and peer_of is _torch_peer:
+                row.goal, row.goal_met = ">= 5x torch", one >= 5 * theirs
+            rows.append(row)
+            if primary and backend == "cpu" and peer_of is _numpy_peer:
+                avx2 = _in_process(
+                    kind, dtype, nbytes, reps, MPSRT_CPU_ISA="avx2", **thread_env(backend, 1)
+                )
+                rows.append(
+                    Row(
+                        AREA,
+                        f"{case}, 1 thread, AVX2 forced",
+                        avx2,
+                        "GB/s",
+                        peer,
+                        theirs,
+                        goal=">= 2.3x numpy",
+                        goal_met=avx2 >= 2.3 * theirs,
+                    )
+                )
+        row = Row(AREA, f"{case}, 2 threads", two, "GB/s", "1 thread", one)
+        if primary and backend == "cpu":
+            row.goal, row.goal_met = ">= 1.7x 1 thread", two >= 1.7 * one
+            row.note = "see streams: the ceiling this VM gives two threads at the moment"
+        if primary and backend == "vulkan":
+            row.goal, row.goal_met = ">= 1.7 GB/s (lavapipe)", two >= 1.7
+        if kind == "bits" and backend == "cpu":
             rows.append(
-                Row(AREA, f"{kind} {dtype} {n // MB} MB, 1 thread", ours, "GB/s", peer, theirs)
+                Row(
+                    AREA,
+                    f"{case}, 1 thread",
+                    one,
+                    "GB/s",
+                    goal=">= 7 GB/s (AVX-512)",
+                    goal_met=one >= 7,
+                )
             )
+        rows.append(row)
     return rows

@@ -108,6 +108,7 @@ class Row:
     goal: str = ""
     goal_met: bool | None = None
     note: str = ""
+    backend: str = ""  # set by the runner
 
     def __post_init__(self) -> None:
         if self.ratio is None and self.value and self.peer_value:

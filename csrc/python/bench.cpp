@@ -138,18 +138,26 @@ void init_bench(nb::module_& m) {
       "sleeps before each one, so the queue's worker has parked.");
   m.def(
       "alloc_free_ns",
-      [](size_t nbytes, int iters) {
-        // The caching allocator's cache-hit path from C++: a Buffer made and freed.
+      [](size_t nbytes, int iters, bool miss) {
+        // The caching allocator from C++: a Buffer made and freed. A hit reuses the cached
+        // block; a miss empties the cache first, so each Buffer needs a new heap.
         Buffer warm(nbytes);
         warm.reset();
+        if (miss) empty_cache();
         const int64_t t0 = steady_ns();
         for (int i = 0; i < iters; ++i) {
           Buffer b(nbytes);
+          if (miss) {
+            b.reset();
+            empty_cache();
+          }
         }
         return static_cast<double>(steady_ns() - t0) / iters;
       },
-      nb::arg("nbytes"), nb::arg("iters"), nb::call_guard<gil_scoped_release>(),
-      "Mean ns of a cached Buffer allocation + free of nbytes on the current device.");
+      nb::arg("nbytes"), nb::arg("iters"), nb::arg("miss") = false,
+      nb::call_guard<gil_scoped_release>(),
+      "Mean ns of a Buffer allocation + free of nbytes on the current device: a cache hit, or "
+      "with `miss` a new heap each time (empty_cache() after each free).");
   m.def(
       "thread_scaling",
       [](int64_t iters) {
