@@ -1,0 +1,318 @@
+// Random fills: mpsrt/philox.h's stream definition, bit-identical to the cpu backend's
+// scalar table (csrc/backends/cpu/random_impl.h) for raw bits, uniform, integer ranges and
+// bernoulli, and for normal in float32 wherever glibc's logf / sincosf return the correctly
+// rounded result (see vk_kernels.cpp). One invocation computes one Philox block and writes
+// the elements made from its four words. The op, dtype and word count are specialisation
+// constants, so each pipeline holds only its own path.
+#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+
+layout(local_size_x = 64) in;
+
+layout(constant_id = 0) const uint OP = 0;     // backend::RandomOp
+layout(constant_id = 1) const uint DTYPE = 0;  // backend::RandomDType
+layout(constant_id = 2) const uint WIDE = 0;   // IntRange: range > 2^32 (two words per value)
+layout(constant_id = 3) const uint ES = 4;     // element size in bytes
+layout(constant_id = 4) const uint WPE = 1;    // words per element: 2 for float64 uniforms
+                                               // and wide integer ranges, else 1
+
+const uint kBits = 0, kUniform = 1, kNormal = 2, kIntRange = 3, kBernoulli = 4;
+const uint kU8 = 0, kI32 = 1, kI64 = 2, kU32 = 3, kF16 = 4, kBF16 = 5, kF32 = 6, kF64 = 7,
+           kBool = 8;
+
+layout(set = 0, binding = 0) buffer Dst {
+  uint words[];
+};
+
+layout(push_constant) uniform Params {
+  double da;     // Uniform f64: low; Normal f64: mean
+  double db;     // Uniform f64: high - low; Normal f64: std
+  uvec2 seed;    // the Philox key
+  uvec2 block0;  // the Philox block of this dispatch's block 0
+  uvec2 low;     // IntRange
+  uvec2 range;   // IntRange
+  uvec2 thresh;  // Bernoulli
+  uint nblocks;  // blocks in this dispatch
+  uint e_lo;     // elements [e_lo, e_hi) are written, counted from block 0's first element
+  uint e_hi;
+  uint dst_off;  // window byte offset of block 0's first element
+  float fa;      // float32 forms: Uniform low / Normal mean
+  float fb;      // Uniform high - low / Normal std
+}
+pc;
+
+// Elements per block (normal: two pairs of words, four elements).
+#define EPB (4u / WPE)
+
+uvec4 philox(uvec2 ctr, uvec2 key) {
+  uvec4 c = uvec4(ctr, 0u, 0u);
+  uvec2 k = key;
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) k += uvec2(0x9E3779B9u, 0xBB67AE85u);
+    uint hi0, lo0, hi1, lo1;
+    umulExtended(0xD2511F53u, c.x, hi0, lo0);
+    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
+    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+  }
+  return c;
+}
+
+// IEEE binary16 bits of f, rounded to nearest even (random_impl.h's f32_to_f16).
+uint f32_to_f16(float f) {
+  const uint x = floatBitsToUint(f);
+  const uint sign = (x >> 16) & 0x8000u;
+  const uint ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {
+    return sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u);
+  }
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;
+  if (ax < 0x38800000u) {
+    const uint e = ax >> 23;
+    if (e < 102u) return sign;
+    const uint m = (ax & 0x7fffffu) | 0x800000u;
+    const uint shift = 126u - e;
+    uint q = m >> shift;
+    const uint rem = m & ((1u << shift) - 1u);
+    const uint half_ = 1u << (shift - 1u);
+    if (rem > half_ || (rem == half_ && (q & 1u) != 0u)) ++q;
+    return sign | q;
+  }
+  const uint r = ax - (112u << 23);
+  uint q = r >> 13;
+  const uint rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u) != 0u)) ++q;
+  return sign | q;
+}
+
+// bfloat16 bits of f, rounded to nearest even (random_impl.h's f32_to_bf16).
+uint f32_to_bf16(float f) {
+  const uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+
+// Natural logarithm of x > 0 in double precision (relative error a few 1e-16): x = f 2^e with
+// f in [sqrt(1/2), sqrt(2)), log f = 2 atanh(s), s = (f - 1) / (f + 1), |s| < 0.172.
+double log_d(double x) {
+  int e;
+  double f = frexp(x, e);
+  if (f < 0.70710678118654752440lf) {
+    f *= 2.0lf;
+    e -= 1;
+  }
+  precise double s = (f - 1.0lf) / (f + 1.0lf);
+  precise double s2 = s * s;
+  precise double p = 1.0lf / 23.0lf;
+  p = p * s2 + 1.0lf / 21.0lf;
+  p = p * s2 + 1.0lf / 19.0lf;
+  p = p * s2 + 1.0lf / 17.0lf;
+  p = p * s2 + 1.0lf / 15.0lf;
+  p = p * s2 + 1.0lf / 13.0lf;
+  p = p * s2 + 1.0lf / 11.0lf;
+  p = p * s2 + 1.0lf / 9.0lf;
+  p = p * s2 + 1.0lf / 7.0lf;
+  p = p * s2 + 1.0lf / 5.0lf;
+  p = p * s2 + 1.0lf / 3.0lf;
+  precise double lf = 2.0lf * s + 2.0lf * (s * s2 * p);
+  const double de = double(e);
+  // ln 2 split so that e * kLn2Hi is exact.
+  precise double res = de * 6.93147180369123816490e-01lf + (de * 1.90821492927058770002e-10lf + lf);
+  return res;
+}
+
+// sin and cos of t in [0, 8) in double precision: t = k pi/2 + r with |r| <= pi/4 (pi/2 in
+// two parts, the first with 33 bits so that k times it is exact), then Taylor series.
+void sincos_d(double t, out double s, out double c) {
+  const double k = roundEven(t * 6.36619772367581382433e-01lf);
+  precise double r = (t - k * 1.57079632673412561417e+00lf) - k * 6.07710050650619224932e-11lf;
+  precise double r2 = r * r;
+  precise double ps = -1.0lf / 121645100408832000.0lf;  // -1/19!
+  ps = ps * r2 + 1.0lf / 355687428096000.0lf;           // 1/17!
+  ps = ps * r2 - 1.0lf / 1307674368000.0lf;             // 1/15!
+  ps = ps * r2 + 1.0lf / 6227020800.0lf;                // 1/13!
+  ps = ps * r2 - 1.0lf / 39916800.0lf;                  // 1/11!
+  ps = ps * r2 + 1.0lf / 362880.0lf;                    // 1/9!
+  ps = ps * r2 - 1.0lf / 5040.0lf;                      // 1/7!
+  ps = ps * r2 + 1.0lf / 120.0lf;                       // 1/5!
+  ps = ps * r2 - 1.0lf / 6.0lf;                         // 1/3!
+  precise double sn = r + r * r2 * ps;
+  precise double pc_ = 1.0lf / 2432902008176640000.0lf;  // 1/20!
+  pc_ = pc_ * r2 - 1.0lf / 6402373705728000.0lf;         // 1/18!
+  pc_ = pc_ * r2 + 1.0lf / 20922789888000.0lf;           // 1/16!
+  pc_ = pc_ * r2 - 1.0lf / 87178291200.0lf;              // 1/14!
+  pc_ = pc_ * r2 + 1.0lf / 479001600.0lf;                // 1/12!
+  pc_ = pc_ * r2 - 1.0lf / 3628800.0lf;                  // 1/10!
+  pc_ = pc_ * r2 + 1.0lf / 40320.0lf;                    // 1/8!
+  pc_ = pc_ * r2 - 1.0lf / 720.0lf;                      // 1/6!
+  pc_ = pc_ * r2 + 1.0lf / 24.0lf;                       // 1/4!
+  precise double cs = 1.0lf - 0.5lf * r2 + r2 * r2 * pc_;
+  const uint q = uint(int(k)) & 3u;
+  if (q == 0u) {
+    s = sn;
+    c = cs;
+  } else if (q == 1u) {
+    s = cs;
+    c = -sn;
+  } else if (q == 2u) {
+    s = -sn;
+    c = -cs;
+  } else {
+    s = -cs;
+    c = sn;
+  }
+}
+
+// Box-Muller in float32, step by step as box_muller_f32: each float operation rounds once;
+// logf, sqrtf and sincosf are evaluated in double and rounded to float.
+void box_muller_f32(uint w0, uint w1, out float z0, out float z1) {
+  precise float u1 = float((w0 >> 8) + 1u) * 5.9604644775390625e-08;
+  precise float u2 = float(w1 >> 8) * 5.9604644775390625e-08;
+  const float l = float(log_d(double(u1)));
+  precise float m = -2.0 * l;
+  const float r = float(sqrt(double(m)));
+  precise float theta = uintBitsToFloat(0x40C90FDBu) * u2;  // float(2 pi) * u2
+  double sd, cd;
+  sincos_d(double(theta), sd, cd);
+  precise float a = r * float(cd);
+  precise float b = r * float(sd);
+  z0 = a;
+  z1 = b;
+}
+
+void box_muller_f64(uint w0, uint w1, out double z0, out double z1) {
+  precise double u1 = double((w0 >> 8) + 1u) * 5.9604644775390625e-08lf;
+  precise double u2 = double(w1 >> 8) * 5.9604644775390625e-08lf;
+  precise double m = -2.0lf * log_d(u1);
+  const double r = sqrt(m);
+  precise double theta = 6.28318530717958647692lf * u2;
+  double sd, cd;
+  sincos_d(theta, sd, cd);
+  precise double a = r * cd;
+  precise double b = r * sd;
+  z0 = a;
+  z1 = b;
+}
+
+uvec2 bits64(double d) {
+  return unpackDouble2x32(d);
+}
+
+uvec2 from_float(float v) {
+  if (DTYPE == kF16) return uvec2(f32_to_f16(v), 0u);
+  if (DTYPE == kBF16) return uvec2(f32_to_bf16(v), 0u);
+  return uvec2(floatBitsToUint(v), 0u);
+}
+
+uvec2 int_value(uint64_t x) {
+  const uint64_t v = pc.low.x + (uint64_t(pc.low.y) << 32) + x;
+  return uvec2(uint(v), uint(v >> 32));
+}
+
+// Element i (0 .. EPB - 1) of the block with words w.
+uvec2 element(uvec4 w, uint i) {
+  if (OP == kBits) return uvec2(w[i], 0u);
+  if (OP == kUniform) {
+    if (DTYPE == kF64) {
+      const uint64_t u = (uint64_t(w[2 * i + 1]) << 32) | uint64_t(w[2 * i]);
+      precise double uf = double(u >> 11) * 1.1102230246251565e-16lf;
+      precise double t = pc.db * uf;
+      precise double v = pc.da + t;
+      return bits64(v);
+    }
+    float u;
+    if (DTYPE == kF16) {
+      u = float(w[i] >> 21) * 4.8828125e-04;
+    } else if (DTYPE == kBF16) {
+      u = float(w[i] >> 24) * 3.90625e-03;
+    } else {
+      u = float(w[i] >> 8) * 5.9604644775390625e-08;
+    }
+    precise float t = pc.fb * u;
+    precise float v = pc.fa + t;
+    return from_float(v);
+  }
+  if (OP == kIntRange) {
+    const uint64_t r = uint64_t(pc.range.x) | (uint64_t(pc.range.y) << 32);
+    if (WIDE != 0u) {
+      const uint64_t x = (uint64_t(w[2 * i + 1]) << 32) | uint64_t(w[2 * i]);
+      return int_value(x % r);
+    }
+    return int_value(pc.range.y != 0u ? uint64_t(w[i]) : uint64_t(w[i] % pc.range.x));
+  }
+  // Bernoulli
+  const uint64_t t = uint64_t(pc.thresh.x) | (uint64_t(pc.thresh.y) << 32);
+  const bool hit = uint64_t(w[i]) < t;
+  if (!hit) return uvec2(0u);
+  if (DTYPE == kF16) return uvec2(0x3c00u, 0u);
+  if (DTYPE == kBF16) return uvec2(0x3f80u, 0u);
+  if (DTYPE == kF32) return uvec2(0x3f800000u, 0u);
+  if (DTYPE == kF64) return uvec2(0u, 0x3ff00000u);
+  return uvec2(1u, 0u);
+}
+
+void main() {
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint k = gl_GlobalInvocationID.x; k < pc.nblocks; k += stride) {
+    const uint lo = pc.block0.x + k;
+    const uvec4 w = philox(uvec2(lo, pc.block0.y + (lo < k ? 1u : 0u)), pc.seed);
+    uvec2 v[4];
+    if (OP == kNormal) {
+      if (DTYPE == kF64) {
+        double z0, z1, z2, z3;
+        box_muller_f64(w.x, w.y, z0, z1);
+        box_muller_f64(w.z, w.w, z2, z3);
+        precise double t0 = pc.db * z0, t1 = pc.db * z1, t2 = pc.db * z2, t3 = pc.db * z3;
+        precise double v0 = pc.da + t0, v1 = pc.da + t1, v2 = pc.da + t2, v3 = pc.da + t3;
+        v[0] = bits64(v0);
+        v[1] = bits64(v1);
+        v[2] = bits64(v2);
+        v[3] = bits64(v3);
+      } else {
+        float z0, z1, z2, z3;
+        box_muller_f32(w.x, w.y, z0, z1);
+        box_muller_f32(w.z, w.w, z2, z3);
+        precise float t0 = pc.fb * z0, t1 = pc.fb * z1, t2 = pc.fb * z2, t3 = pc.fb * z3;
+        precise float v0 = pc.fa + t0, v1 = pc.fa + t1, v2 = pc.fa + t2, v3 = pc.fa + t3;
+        v[0] = from_float(v0);
+        v[1] = from_float(v1);
+        v[2] = from_float(v2);
+        v[3] = from_float(v3);
+      }
+    } else {
+      for (uint i = 0u; i < EPB; ++i) v[i] = element(w, i);
+    }
+    const uint e0 = k * EPB;
+    if (ES >= 4u) {
+      for (uint i = 0u; i < EPB; ++i) {
+        const uint e = e0 + i;
+        if (e < pc.e_lo || e >= pc.e_hi) continue;
+        const uint at = (pc.dst_off + e * ES) >> 2;
+        words[at] = v[i].x;
+        if (ES == 8u) words[at + 1u] = v[i].y;
+      }
+    } else {
+      // 1- and 2-byte elements: at most 8 bytes, spread over up to three words; partial
+      // words are merged with atomics on this block's bytes only.
+      const uint base = (pc.dst_off + e0 * ES) & ~3u;
+      uint acc[3] = uint[3](0u, 0u, 0u);
+      uint mask[3] = uint[3](0u, 0u, 0u);
+      for (uint i = 0u; i < EPB; ++i) {
+        const uint e = e0 + i;
+        if (e < pc.e_lo || e >= pc.e_hi) continue;
+        const uint pos = pc.dst_off + e * ES - base;
+        const uint m = ES == 1u ? 0xffu : 0xffffu;
+        acc[pos >> 2] |= (v[i].x & m) << (8u * (pos & 3u));
+        mask[pos >> 2] |= m << (8u * (pos & 3u));
+      }
+      for (uint j = 0u; j < 3u; ++j) {
+        const uint at = (base >> 2) + j;
+        if (mask[j] == 0xffffffffu) {
+          words[at] = acc[j];
+        } else if (mask[j] != 0u) {
+          atomicAnd(words[at], ~mask[j]);
+          atomicOr(words[at], acc[j]);
+        }
+      }
+    }
+  }
+}

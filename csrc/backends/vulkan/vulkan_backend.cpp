@@ -1,0 +1,565 @@
+// The vulkan backend: any Vulkan 1.2 device with a compute queue.
+//
+//   Heap          - a VkDeviceMemory of a host-visible, host-coherent type with one VkBuffer
+//                   over all of it, mapped persistently
+//   Queue         - a VkQueue of the device (shared under a mutex when there are fewer VkQueues
+//                   than streams), fed by a submit thread and drained by a completion thread
+//                   (vk_queue.cpp)
+//   CommandBuffer - a recording of commands, turned into VkCommandBuffers when submitted
+//   TimelineEvent - a timeline VkSemaphore
+//
+// Instance creation and device discovery happen once per process, on the first question
+// asked; a machine without a loader, a driver or a suitable device reports the backend
+// unavailable with the reason.
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/vulkan/vk_common.h"
+#include "mpsrt/error.h"
+
+namespace mpsrt::vk {
+
+const char* result_name(VkResult r) noexcept {
+  switch (r) {
+    case VK_SUCCESS:
+      return "VK_SUCCESS";
+    case VK_NOT_READY:
+      return "VK_NOT_READY";
+    case VK_TIMEOUT:
+      return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+      return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+      return "VK_ERROR_TOO_MANY_OBJECTS";
+    default:
+      return "VkResult error";
+  }
+}
+
+void fail(const std::string& what, VkResult r) {
+  detail::throw_error("[vulkan] " + what + " failed: " + result_name(r) + " (" +
+                      std::to_string(static_cast<int>(r)) + ")");
+}
+
+int64_t host_now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+DeviceShared::~DeviceShared() {
+  if (device == VK_NULL_HANDLE) return;
+  fn.vkDeviceWaitIdle(device);
+  for (auto& kv : random_pipelines) fn.vkDestroyPipeline(device, kv.second, nullptr);
+  if (fill_pipeline) fn.vkDestroyPipeline(device, fill_pipeline, nullptr);
+  if (fill_module) fn.vkDestroyShaderModule(device, fill_module, nullptr);
+  if (random_module) fn.vkDestroyShaderModule(device, random_module, nullptr);
+  if (fill_layout) fn.vkDestroyPipelineLayout(device, fill_layout, nullptr);
+  if (random_layout) fn.vkDestroyPipelineLayout(device, random_layout, nullptr);
+  if (set_layout) fn.vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
+  fn.vkDestroyDevice(device, nullptr);
+}
+
+bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
+  Allocation a;
+  auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  bi.size = size;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &a.buffer);
+  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+  check(r, "vkCreateBuffer");
+  VkMemoryRequirements req;
+  d.fn.vkGetBufferMemoryRequirements(d.device, a.buffer, &req);
+  if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || req.size > d.heap_limit) {
+    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    return false;
+  }
+  auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = d.memory_type;
+  r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
+  if (r != VK_SUCCESS) {
+    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+    fail("vkAllocateMemory", r);
+  }
+  r = d.fn.vkBindBufferMemory(d.device, a.buffer, a.memory, 0);
+  if (r == VK_SUCCESS) r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
+  if (r != VK_SUCCESS) {
+    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    d.fn.vkFreeMemory(d.device, a.memory, nullptr);
+    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
+        r == VK_ERROR_MEMORY_MAP_FAILED)
+      return false;
+    fail("vkBindBufferMemory / vkMapMemory", r);
+  }
+  a.size = size;
+  *out = a;
+  return true;
+}
+
+void release(DeviceShared& d, Allocation& a) noexcept {
+  if (a.memory == VK_NULL_HANDLE) return;
+  d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  d.fn.vkFreeMemory(d.device, a.memory, nullptr);  // unmaps implicitly
+  a = Allocation{};
+}
+
+VkHeap::VkHeap(std::shared_ptr<DeviceShared> d, const Allocation& a) : d_(std::move(d)), a_(a) {
+  d_->held.fetch_add(a_.size, std::memory_order_relaxed);
+}
+
+VkHeap::~VkHeap() {
+  const VkDeviceSize n = a_.size;
+  release(*d_, a_);
+  d_->held.fetch_sub(n, std::memory_order_relaxed);
+}
+
+namespace {
+
+// A timeline semaphore. Every signal, host or device, is made from the host (the queues'
+// completion threads run device signals), under mu_, so values only ever increase and no
+// signal is ever below the current value (which Vulkan forbids).
+class Event final : public backend::TimelineEvent {
+ public:
+  explicit Event(std::shared_ptr<DeviceShared> d) : d_(std::move(d)) {
+    auto ti = make<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
+    ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    ti.initialValue = 0;
+    auto ci = make<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
+    ci.pNext = &ti;
+    check(d_->fn.vkCreateSemaphore(d_->device, &ci, nullptr, &sem_), "vkCreateSemaphore");
+  }
+  ~Event() override { d_->fn.vkDestroySemaphore(d_->device, sem_, nullptr); }
+
+  void signal(uint64_t v) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (v <= value()) return;
+    auto si = make<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+    si.semaphore = sem_;
+    si.value = v;
+    check(d_->fn.vkSignalSemaphore(d_->device, &si), "vkSignalSemaphore");
+  }
+  // Cost: one vkGetSemaphoreCounterValue when the value is already there; otherwise a
+  // vkWaitSemaphores (a condition variable in Mesa).
+  bool wait(uint64_t target, int64_t timeout_ns) override {
+    if (value() >= target) return true;
+    if (timeout_ns == 0) return false;
+    auto wi = make<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &sem_;
+    wi.pValues = &target;
+    const uint64_t t = timeout_ns < 0 ? UINT64_MAX : static_cast<uint64_t>(timeout_ns);
+    const VkResult r = d_->fn.vkWaitSemaphores(d_->device, &wi, t);
+    if (r == VK_SUCCESS) return true;
+    if (r == VK_TIMEOUT) return false;
+    fail("vkWaitSemaphores", r);
+  }
+  uint64_t value() const override {
+    uint64_t v = 0;
+    check(d_->fn.vkGetSemaphoreCounterValue(d_->device, sem_, &v), "vkGetSemaphoreCounterValue");
+    return v;
+  }
+
+ private:
+  std::shared_ptr<DeviceShared> d_;
+  VkSemaphore sem_ = VK_NULL_HANDLE;
+  std::mutex mu_;
+};
+
+bool has_extension(const std::vector<VkExtensionProperties>& list, const char* name) {
+  for (const VkExtensionProperties& e : list) {
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> out(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, out.data());
+  out.resize(n);
+  return out;
+}
+
+// What a physical device offers the backend; `why` is empty when it is usable.
+struct Candidate {
+  VkPhysicalDevice pd = VK_NULL_HANDLE;
+  std::string name;
+  std::string why;
+  uint32_t family = 0;
+  uint32_t queue_count = 0;
+  uint32_t memory_type = 0;
+  uint32_t memory_heap = 0;
+  bool memory_budget = false;
+  bool calibrated = false;  // VK_EXT_calibrated_timestamps
+};
+
+Candidate examine(VkPhysicalDevice pd) {
+  Candidate c;
+  c.pd = pd;
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(pd, &props);
+  c.name = props.deviceName;
+  if (props.apiVersion < VK_API_VERSION_1_2) {
+    c.why = "needs Vulkan 1.2";
+    return c;
+  }
+  uint32_t nf = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nf);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
+  bool found = false;
+  for (uint32_t i = 0; i < nf && !found; ++i) {
+    if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && fams[i].timestampValidBits > 0) {
+      c.family = i;
+      c.queue_count = std::min<uint32_t>(fams[i].queueCount, 8);
+      found = true;
+    }
+  }
+  if (!found) {
+    c.why = "no compute queue with timestamps";
+    return c;
+  }
+  auto f12 =
+      make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+  auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  f2.pNext = &f12;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!f12.timelineSemaphore) c.why = "no timeline semaphores";
+  if (!f2.features.shaderInt64) c.why = "no shaderInt64";
+  if (!f2.features.shaderFloat64) c.why = "no shaderFloat64";
+  const std::vector<VkExtensionProperties> exts = device_extensions(pd);
+  if (!has_extension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+    c.why = "no VK_KHR_push_descriptor";
+  if (!c.why.empty()) return c;
+  c.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  c.calibrated = has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+  // Host-visible, host-coherent memory; device-local among those if there is such a type.
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  const VkMemoryPropertyFlags need =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int best = -1;
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
+    const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+    if ((f & need) != need) continue;
+    const bool local = f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    if (best < 0 ||
+        (local && !(mp.memoryTypes[best].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) {
+    c.why = "no host-visible coherent memory";
+    return c;
+  }
+  c.memory_type = static_cast<uint32_t>(best);
+  c.memory_heap = mp.memoryTypes[best].heapIndex;
+  return c;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                VkDebugUtilsMessageTypeFlagsEXT type,
+                                                const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                void*) {
+  const bool error = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  // General warnings are the loader's notices (e.g. "VK_INSTANCE_LAYERS adds a layer").
+  if (!error && type == VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT) return VK_FALSE;
+  const char* level = error ? "error" : "warning";
+  std::fprintf(stderr, "[vulkan] validation %s: %s\n", level,
+               data && data->pMessage ? data->pMessage : "");
+  return VK_FALSE;
+}
+
+// The process's Vulkan instance and its usable devices, found once.
+struct Instance {
+  VkInstance instance = VK_NULL_HANDLE;
+  std::vector<Candidate> devices;
+  std::string why;  // why no device is usable
+
+  Instance() {
+    VkResult r = volkInitialize();
+    if (r != VK_SUCCESS) {
+      why =
+          "[vulkan] no Vulkan loader (libvulkan.so.1) was found; install one (Debian: "
+          "libvulkan1 and a driver such as mesa-vulkan-drivers)";
+      return;
+    }
+    if (volkGetInstanceVersion() < VK_API_VERSION_1_1) {
+      why = "[vulkan] the Vulkan loader is older than 1.1; update it";
+      return;
+    }
+    uint32_t n = 0;
+    vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> exts(n);
+    vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+    exts.resize(n);
+    const bool debug = has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    std::vector<const char*> enable;
+    if (debug) enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+
+    auto app = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+    app.pApplicationName = "mpsrt";
+    app.pEngineName = "mpsrt";
+    app.apiVersion = VK_API_VERSION_1_2;
+    auto mi = make<VkDebugUtilsMessengerCreateInfoEXT>(
+        VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi.pfnUserCallback = on_debug_message;
+    auto ci = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+    ci.pApplicationInfo = &app;
+    ci.enabledExtensionCount = static_cast<uint32_t>(enable.size());
+    ci.ppEnabledExtensionNames = enable.data();
+    r = vkCreateInstance(&ci, nullptr, &instance);
+    if (r != VK_SUCCESS) {
+      instance = VK_NULL_HANDLE;
+      why = std::string("[vulkan] no usable Vulkan driver: vkCreateInstance returned ") +
+            result_name(r) + "; install a Vulkan driver (e.g. mesa-vulkan-drivers)";
+      return;
+    }
+    volkLoadInstanceOnly(instance);
+    if (debug && vkCreateDebugUtilsMessengerEXT) {
+      VkDebugUtilsMessengerEXT m;
+      vkCreateDebugUtilsMessengerEXT(instance, &mi, nullptr, &m);  // lives with the instance
+    }
+    uint32_t np = 0;
+    vkEnumeratePhysicalDevices(instance, &np, nullptr);
+    std::vector<VkPhysicalDevice> pds(np);
+    vkEnumeratePhysicalDevices(instance, &np, pds.data());
+    pds.resize(np);
+    std::string skipped;
+    for (VkPhysicalDevice pd : pds) {
+      Candidate c = examine(pd);
+      if (c.why.empty()) {
+        devices.push_back(std::move(c));
+      } else {
+        skipped += (skipped.empty() ? "" : "; ") + c.name + ": " + c.why;
+      }
+    }
+    if (devices.empty()) {
+      why = "[vulkan] no usable Vulkan device" +
+            (skipped.empty() ? std::string(" was found") : " (" + skipped + ")") +
+            "; a device needs Vulkan 1.2, a compute queue, timeline semaphores, shaderInt64, "
+            "shaderFloat64 and VK_KHR_push_descriptor";
+    }
+  }
+  // The instance lives until the process exits: devices may be open until then.
+};
+
+Instance& instance() {
+  static Instance* inst = new Instance();  // never destroyed (see above)
+  return *inst;
+}
+
+// Device time (ns) -> host CLOCK_MONOTONIC offset, from VK_EXT_calibrated_timestamps when the
+// device offers both domains; 0 (the clocks are taken to be the same) otherwise.
+int64_t calibrate(const DeviceShared& d, bool calibrated) {
+  if (!calibrated || !vkGetPhysicalDeviceCalibrateableTimeDomainsEXT ||
+      !d.fn.vkGetCalibratedTimestampsEXT)
+    return 0;
+  uint32_t n = 0;
+  vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(d.phys, &n, nullptr);
+  std::vector<VkTimeDomainEXT> domains(n);
+  vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(d.phys, &n, domains.data());
+  const bool dev = std::find(domains.begin(), domains.begin() + n, VK_TIME_DOMAIN_DEVICE_EXT) !=
+                   domains.begin() + n;
+  const bool mono = std::find(domains.begin(), domains.begin() + n,
+                              VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT) != domains.begin() + n;
+  if (!dev || !mono) return 0;
+  VkCalibratedTimestampInfoEXT info[2] = {
+      make<VkCalibratedTimestampInfoEXT>(VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT),
+      make<VkCalibratedTimestampInfoEXT>(VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT)};
+  info[0].timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
+  info[1].timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+  uint64_t ts[2] = {0, 0};
+  uint64_t deviation = 0;
+  if (d.fn.vkGetCalibratedTimestampsEXT(d.device, 2, info, ts, &deviation) != VK_SUCCESS) return 0;
+  const double dev_ns = static_cast<double>(ts[0] & d.timestamp_mask) * d.timestamp_period;
+  return static_cast<int64_t>(ts[1]) - static_cast<int64_t>(dev_ns);
+}
+
+class Device final : public backend::Device {
+ public:
+  explicit Device(const Candidate& c) : d_(std::make_shared<DeviceShared>()) {
+    DeviceShared& d = *d_;
+    d.phys = c.pd;
+    d.family = c.family;
+    d.memory_type = c.memory_type;
+
+    std::vector<float> priorities(c.queue_count, 1.0f);
+    auto qi = make<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
+    qi.queueFamilyIndex = c.family;
+    qi.queueCount = c.queue_count;
+    qi.pQueuePriorities = priorities.data();
+    auto f12 = make<VkPhysicalDeviceVulkan12Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+    f12.timelineSemaphore = VK_TRUE;
+    auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    f2.pNext = &f12;
+    f2.features.shaderInt64 = VK_TRUE;
+    f2.features.shaderFloat64 = VK_TRUE;
+    std::vector<const char*> exts = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    if (c.memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    if (c.calibrated) exts.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+    auto ci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
+    ci.pNext = &f2;
+    ci.queueCreateInfoCount = 1;
+    ci.pQueueCreateInfos = &qi;
+    ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+    ci.ppEnabledExtensionNames = exts.data();
+    check(vkCreateDevice(c.pd, &ci, nullptr, &d.device), "vkCreateDevice");
+    volkLoadDeviceTable(&d.fn, d.device);
+    d.queues.resize(c.queue_count);
+    for (uint32_t i = 0; i < c.queue_count; ++i)
+      d.fn.vkGetDeviceQueue(d.device, c.family, i, &d.queues[i]);
+    d.queue_mutexes.reset(new std::mutex[c.queue_count]);
+
+    auto m3 = make<VkPhysicalDeviceMaintenance3Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
+    auto drv =
+        make<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
+    drv.pNext = &m3;
+    auto p2 = make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+    p2.pNext = &drv;
+    vkGetPhysicalDeviceProperties2(c.pd, &p2);
+    const VkPhysicalDeviceLimits& lim = p2.properties.limits;
+    d.window_align = std::max<VkDeviceSize>(lim.minStorageBufferOffsetAlignment, 16);
+    const VkDeviceSize max_range = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
+    d.window_bytes = max_range / d.window_align * d.window_align;
+    d.timestamp_period = lim.timestampPeriod;
+    uint32_t nf = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(c.pd, &nf, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nf);
+    vkGetPhysicalDeviceQueueFamilyProperties(c.pd, &nf, fams.data());
+    const uint32_t bits = fams[c.family].timestampValidBits;
+    d.timestamp_mask = bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+
+    auto budget = make<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
+    auto mp2 = make<VkPhysicalDeviceMemoryProperties2>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
+    if (c.memory_budget) mp2.pNext = &budget;
+    vkGetPhysicalDeviceMemoryProperties2(c.pd, &mp2);
+    const uint64_t heap_size = mp2.memoryProperties.memoryHeaps[c.memory_heap].size;
+    d.heap_limit = std::min<uint64_t>(heap_size, m3.maxMemoryAllocationSize);
+
+    info_.name = p2.properties.deviceName;
+    info_.total_memory = heap_size;
+    // The budget where the driver reports one; else three quarters, as Metal recommends.
+    info_.recommended_max_memory =
+        c.memory_budget ? std::min<uint64_t>(budget.heapBudget[c.memory_heap], heap_size)
+                        : heap_size / 4 * 3;
+    if (info_.recommended_max_memory == 0) info_.recommended_max_memory = heap_size / 4 * 3;
+    info_.max_buffer_size = d.heap_limit;
+    info_.unified_memory = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                           p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    info_.timestamp_period_ns = d.timestamp_period;
+    const uint32_t api = p2.properties.apiVersion;
+    info_.details = std::string("driver=") + drv.driverName + " " + drv.driverInfo +
+                    ", api=" + std::to_string(VK_API_VERSION_MAJOR(api)) + "." +
+                    std::to_string(VK_API_VERSION_MINOR(api)) + "." +
+                    std::to_string(VK_API_VERSION_PATCH(api)) +
+                    ", queues=" + std::to_string(c.queue_count);
+
+    d.create_kernels();
+    d.host_offset_ns = calibrate(d, c.calibrated);
+  }
+
+  const backend::DeviceInfo& info() const noexcept override { return info_; }
+
+  std::unique_ptr<backend::Heap> create_heap(size_t nbytes) override {
+    constexpr size_t kPage = 4096;
+    if (nbytes > d_->heap_limit) return nullptr;
+    const size_t size = (std::max<size_t>(nbytes, 1) + kPage - 1) / kPage * kPage;
+    if (size > d_->heap_limit) return nullptr;
+    Allocation a;
+    if (!allocate(*d_, size, &a)) return nullptr;
+    return std::make_unique<VkHeap>(d_, a);
+  }
+  uint64_t driver_allocated_bytes() const noexcept override {
+    return d_->held.load(std::memory_order_relaxed);
+  }
+  std::unique_ptr<backend::Queue> create_queue(int priority) override {
+    (void)priority;  // queue priorities are fixed when the VkDevice is created
+    return make_queue(d_);
+  }
+  std::unique_ptr<backend::TimelineEvent> create_event() override {
+    return std::make_unique<Event>(d_);
+  }
+  int64_t host_clock_offset_ns() const noexcept override { return d_->host_offset_ns; }
+
+ private:
+  std::shared_ptr<DeviceShared> d_;
+  backend::DeviceInfo info_;
+};
+
+class Backend final : public backend::Backend {
+ public:
+  const char* name() const noexcept override { return "vulkan"; }
+  bool is_built() const noexcept override { return true; }
+  bool is_available() noexcept override {
+    try {
+      return !instance().devices.empty();
+    } catch (...) {
+      return false;
+    }
+  }
+  std::string unavailable_reason() override {
+    return is_available() ? std::string() : instance().why;
+  }
+  int device_count() override {
+    Instance& inst = instance();
+    if (inst.devices.empty()) detail::throw_error(inst.why);
+    return static_cast<int>(inst.devices.size());
+  }
+  std::unique_ptr<backend::Device> open_device(int index) override {
+    Instance& inst = instance();
+    if (inst.devices.empty()) detail::throw_error(inst.why);
+    if (index < 0 || index >= static_cast<int>(inst.devices.size())) {
+      detail::throw_invalid("[vulkan] no device " + std::to_string(index) + "; there are " +
+                            std::to_string(inst.devices.size()));
+    }
+    return std::make_unique<Device>(inst.devices[static_cast<size_t>(index)]);
+  }
+};
+
+}  // namespace
+}  // namespace mpsrt::vk
+
+namespace mpsrt::backend {
+Backend& vulkan_backend() {
+  static vk::Backend b;
+  return b;
+}
+}  // namespace mpsrt::backend
