@@ -189,6 +189,12 @@ class Backend {
   virtual std::string unavailable_reason() = 0;
   virtual int device_count() = 0;
   virtual std::unique_ptr<Device> open_device(int index) = 0;
+  /// Whether a process forked after this backend started (created driver objects) may use it.
+  /// Drivers whose state does not survive fork() (Vulkan, Metal) return false once started.
+  virtual bool usable_after_fork() const noexcept { return true; }
+  /// Runs in a forked child, single-threaded, before anything else: drop process-wide state
+  /// that belongs to the parent's threads.
+  virtual void after_fork_child() noexcept {}
 };
 
 /// Every backend, best first: metal, vulkan, cpu. Unbuilt ones report is_built() == false.

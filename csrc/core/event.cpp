@@ -11,7 +11,9 @@ EventImpl::EventImpl(DeviceContext& device, bool timing)
     : device_(device), ev_(device.acquire_event()), timing_(timing) {}
 
 EventImpl::~EventImpl() {
-  device_.release_event(ev_);
+  // In a forked child the pool is the parent's (its lock may be held by a thread that does
+  // not exist here): the event is left behind.
+  if (MPSRT_LIKELY(!stale())) device_.release_event(ev_);
 }
 
 void EventImpl::record(StreamImpl& stream) {

@@ -32,6 +32,8 @@ class EventImpl {
   bool timing() const noexcept { return timing_; }
   bool recorded() const noexcept { return target_.load(std::memory_order_acquire) != 0; }
   int device_index() const noexcept { return device_.index(); }
+  /// True in a child process forked after the event was made.
+  bool stale() const noexcept { return device_.stale(); }
 
  private:
   DeviceContext& device_;

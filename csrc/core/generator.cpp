@@ -115,6 +115,8 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
                  const Stream& stream) {
   if (count == 0) return;
   if (!buffer.defined()) detail::throw_invalid("[random] the buffer is empty or released");
+  buffer.check_owner();
+  stream.check_owner();
   if (generator.device() != stream.device() || buffer.device() != stream.device()) {
     detail::throw_invalid("[random] the buffer (device " + std::to_string(buffer.device()) +
                           "), the generator (device " + std::to_string(generator.device()) +

@@ -46,10 +46,14 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::reset() noexcept {
   if (block_ != nullptr) {
-    alloc_->free(block_);
+    if (MPSRT_LIKELY(!alloc_->stale())) alloc_->free(block_);
     block_ = nullptr;
     alloc_ = nullptr;
   }
+}
+
+void Buffer::check_owner() const {
+  if (MPSRT_UNLIKELY(block_ != nullptr && alloc_->stale())) detail::throw_forked("Buffer");
 }
 
 size_t Buffer::nbytes() const noexcept {
@@ -73,6 +77,8 @@ void* Buffer::host_ptr() const noexcept {
 
 void Buffer::record_stream(const Stream& stream) {
   if (block_ == nullptr) return;
+  check_owner();
+  stream.check_owner();
   if (stream.device() != device()) {
     detail::throw_invalid("[allocator] record_stream: the stream is on device " +
                           std::to_string(stream.device()) + " but the buffer on device " +
@@ -87,6 +93,8 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
                           std::to_string(pattern_size));
   }
   if (block_ == nullptr) return;
+  check_owner();
+  stream.check_owner();
   // A command on another stream makes that stream a user of the memory (cross-stream safety).
   if (stream.impl() != block_->stream) record_stream(stream);
   const size_t n = block_->requested / pattern_size * pattern_size;
@@ -103,6 +111,9 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
                           "; sizes must match");
   }
   if (block_ == nullptr) return;
+  check_owner();
+  src.check_owner();
+  stream.check_owner();
   if (src.device() != device() || stream.device() != device()) {
     detail::throw_invalid("[buffer] copy_: source, destination and stream must be on one device");
   }
@@ -122,6 +133,7 @@ void Buffer::copy_from_host(const void* src, size_t n) {
                           "; sizes must match");
   }
   if (block_ == nullptr) return;
+  check_owner();
   void* dst = host_ptr();
   if (dst == nullptr) {
     detail::throw_error("[buffer] copy_from_host: this device's memory is not host-visible");

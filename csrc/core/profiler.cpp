@@ -116,12 +116,15 @@ Registry& registry() {
   return *r;
 }
 
+thread_local ThreadBuffer* tls_buffer = nullptr;  // the calling thread's, once it has one
+
 ThreadBuffer& local_buffer() {
   thread_local std::shared_ptr<ThreadBuffer> tb = [] {
     auto b = std::make_shared<ThreadBuffer>();
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.buffers.push_back(b);
+    tls_buffer = b.get();
     return b;
   }();
   return *tb;
@@ -406,6 +409,29 @@ void reset() {
   std::lock_guard<std::mutex> lock(session_mutex());
   g_flags.store(0);
   range_stack().clear();
+}
+
+void fork_prepare() {
+  session_mutex().lock();
+  registry().mu.lock();
+}
+
+void fork_parent() {
+  registry().mu.unlock();
+  session_mutex().unlock();
+}
+
+void fork_child() {
+  g_flags.store(0);
+  // Other threads' buffers may be locked by threads that do not exist here.
+  Registry& r = registry();
+  std::vector<std::shared_ptr<ThreadBuffer>> keep;
+  for (auto& b : r.buffers) {
+    if (b.get() == tls_buffer) keep.push_back(std::move(b));
+  }
+  r.buffers.swap(keep);
+  r.mu.unlock();
+  session_mutex().unlock();
 }
 
 void AllocatorTrace::on_event(const AllocEvent& e) {

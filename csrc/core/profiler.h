@@ -133,6 +133,11 @@ void record_host_copy(Op op, int device, uint64_t bytes, int64_t begin_ns, int64
 void start_from_options(Runtime& rt);
 /// Ends any session without waiting or printing (runtime reset).
 void reset();
+/// fork() handlers: the profiler's locks are held across the fork; in the child the session
+/// ends and only the forking thread's buffer stays registered.
+void fork_prepare();
+void fork_parent();
+void fork_child();
 
 struct Record;  // profiler_records.h
 

@@ -1,5 +1,7 @@
 #include "core/runtime.h"
 
+#include <pthread.h>
+
 #include <exception>
 #include <map>
 #include <string>
@@ -28,6 +30,14 @@ std::atomic<uint64_t> g_generation{0};
 }  // namespace
 
 std::atomic<Runtime*> Runtime::instance_{nullptr};
+std::atomic<uint64_t> g_fork_generation{0};
+
+void throw_forked(const char* what) {
+  throw_error(std::string("[runtime] this ") + what +
+              " belongs to the parent process: this process was forked after mpsrt started, "
+              "and the parent's devices, streams and memory are not usable here; make new "
+              "ones in this process, or start workers with multiprocessing's 'spawn' method");
+}
 
 namespace {
 std::mutex& init_mutex() {
@@ -208,6 +218,12 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
   // One generation per runtime: every device of it shares the thread-local stream table.
   g_generation.fetch_add(1);
   backend_ = &choose_backend(options_);
+  if (fork_generation() != 0 && !backend_->usable_after_fork()) {
+    throw_error(std::string("[runtime] the ") + backend_->name() +
+                " backend started before this process was forked, and its driver cannot be "
+                "used in a forked child; start workers with multiprocessing's 'spawn' (or "
+                "'forkserver') method, or set MPSRT_BACKEND=cpu in the child");
+  }
   backend::BackendConfig cfg;
   cfg.cpu_devices = options_.cpu_devices;
   cfg.cpu_spin_ns = options_.cpu_spin_us * 1000;
@@ -224,6 +240,33 @@ Runtime::~Runtime() {
     DeviceContext* d = devices_[static_cast<size_t>(i)].exchange(nullptr);
     delete d;  // waits for the device's work
   }
+}
+
+namespace {
+// Registered once per process, before any runtime can start.
+[[maybe_unused]] const bool g_atfork_registered =
+    pthread_atfork(&Runtime::fork_prepare, &Runtime::fork_parent, &Runtime::fork_child) == 0;
+}  // namespace
+
+void Runtime::fork_prepare() {
+  // No runtime is made or torn down while the process forks.
+  init_mutex().lock();
+  prof::fork_prepare();
+}
+
+void Runtime::fork_parent() {
+  prof::fork_parent();
+  init_mutex().unlock();
+}
+
+void Runtime::fork_child() {
+  // Single-threaded here. The parent's runtime is left as it is (never destroyed: its
+  // locks may be held by threads that do not exist here); objects made from it are stale.
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  prof::fork_child();
+  for (backend::Backend* b : backend::all_backends()) b->after_fork_child();
+  instance_.store(nullptr, std::memory_order_release);
+  init_mutex().unlock();
 }
 
 Runtime& Runtime::init_slow() {

@@ -24,6 +24,16 @@ class AllocatorTrace;
 }
 inline int& current_device_slot() noexcept;
 
+/// 0 in a process that did not fork; bumped in a child process after fork(). Objects of a
+/// runtime made before the fork (Buffers, Streams, Events) are stale in the child: their
+/// threads stayed in the parent. Cost: one relaxed load.
+extern std::atomic<uint64_t> g_fork_generation;
+inline uint64_t fork_generation() noexcept {
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
+/// Throws mpsrt::Error: `what` belongs to the runtime of the parent process.
+[[noreturn]] MPSRT_COLD void throw_forked(const char* what);
+
 /// A backend timeline event with the bookkeeping that lets it be reused: values only grow
 /// (a late signal from a previous owner can never complete a newer record), and the
 /// timestamp slot the device writes into outlives every command that refers to it.
@@ -42,6 +52,8 @@ class DeviceContext {
   DeviceContext& operator=(const DeviceContext&) = delete;
 
   int index() const noexcept { return index_; }
+  /// True in a child process forked after this device was opened (see fork_generation()).
+  bool stale() const noexcept { return fork_generation_ != fork_generation(); }
   backend::Device& backend_device() noexcept { return *dev_; }
   DeviceProperties properties(const char* backend_name) const;
   StreamImpl& default_stream() noexcept { return *default_stream_; }
@@ -87,6 +99,7 @@ class DeviceContext {
   std::vector<std::unique_ptr<PooledEvent>> all_events_;
   std::vector<PooledEvent*> free_events_;
   uint64_t generation_;  // matches the thread-local current-stream table to this device
+  uint64_t fork_generation_ = fork_generation();
   std::unique_ptr<MemoryStats> stats_;
   std::unique_ptr<History> history_;
   std::unique_ptr<DebugLog> debug_log_;
@@ -126,6 +139,12 @@ class Runtime {
   }
   /// Opened devices only (for synchronize-all and teardown).
   std::vector<DeviceContext*> open_devices() const;
+
+  // pthread_atfork handlers (registered once per process): the parent's runtime is left
+  // behind in the child, where its threads do not exist, and a new one starts on first use.
+  static void fork_prepare();
+  static void fork_parent();
+  static void fork_child();
 
  private:
   explicit Runtime(Options options);

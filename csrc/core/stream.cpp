@@ -21,6 +21,10 @@ int StreamImpl::device_index() const noexcept {
   return device_.index();
 }
 
+bool StreamImpl::stale() const noexcept {
+  return device_.stale();
+}
+
 uint64_t StreamImpl::commit_locked(backend::CompletionFn done) {
   std::unique_ptr<backend::CommandBuffer> cb =
       open_ ? std::move(open_) : queue_->create_command_buffer();

@@ -25,6 +25,8 @@ class StreamImpl {
   StreamImpl& operator=(const StreamImpl&) = delete;
 
   int device_index() const noexcept;
+  /// True in a child process forked after the stream was made (its queue stayed behind).
+  bool stale() const noexcept;
   int64_t id() const noexcept { return id_; }
 
   /// Encodes the command `op` into the open command buffer (opening one if needed) under the

@@ -21,25 +21,35 @@ int64_t Stream::id() const noexcept {
 int Stream::priority() const noexcept {
   return impl_->priority();
 }
+void Stream::check_owner() const {
+  if (MPSRT_UNLIKELY(impl_->stale())) detail::throw_forked("Stream");
+}
 void Stream::commit(SyncType type) {
+  check_owner();
   impl_->commit(type);
 }
 void Stream::synchronize() {
+  check_owner();
   impl_->synchronize();
 }
 bool Stream::query() {
+  check_owner();
   return impl_->query();
 }
 void Stream::add_callback(std::function<void()> fn) {
   if (!fn) detail::throw_invalid("[stream] add_callback: the callback is empty");
+  check_owner();
   impl_->add_callback(std::move(fn));
 }
 
 void Stream::wait_event(const Event& event) {
+  check_owner();
   event.wait(*this);
 }
 
 void Stream::wait_stream(const Stream& other) {
+  check_owner();
+  other.check_owner();
   if (other.impl_ == impl_) return;
   Event e;
   e.record(other);
@@ -55,6 +65,7 @@ Stream current_stream(int device) {
 }
 
 Stream set_current_stream(const Stream& stream) {
+  stream.check_owner();
   detail::DeviceContext& d = Runtime::get().device(stream.device());
   return Stream(&d.set_current_stream(*stream.impl()));
 }
@@ -69,7 +80,15 @@ Event::~Event() = default;
 Event::Event(Event&&) noexcept = default;
 Event& Event::operator=(Event&&) noexcept = default;
 
+namespace {
+void check_event_owner(const detail::EventImpl* e) {
+  if (MPSRT_UNLIKELY(e != nullptr && e->stale())) detail::throw_forked("Event");
+}
+}  // namespace
+
 void Event::record(const Stream& stream) {
+  stream.check_owner();
+  check_event_owner(impl_.get());
   if (!impl_) {
     impl_ = std::make_unique<detail::EventImpl>(Runtime::get().device(stream.device()), timing_);
   }
@@ -81,18 +100,23 @@ void Event::record() {
 }
 
 void Event::wait(const Stream& stream) const {
+  stream.check_owner();
+  check_event_owner(impl_.get());
   if (impl_) impl_->wait(*stream.impl());
 }
 
 void Event::wait() const {
+  check_event_owner(impl_.get());
   if (impl_) impl_->wait(Runtime::get().device(impl_->device_index()).current_stream());
 }
 
 bool Event::query() const {
+  check_event_owner(impl_.get());
   return !impl_ || impl_->query();
 }
 
 void Event::synchronize() const {
+  check_event_owner(impl_.get());
   if (impl_) impl_->synchronize();
 }
 
@@ -104,6 +128,8 @@ double Event::elapsed_time(const Event& end) const {
   if (!impl_ || !end.impl_) {
     detail::throw_invalid("[event] elapsed_time: both events must be recorded before measuring");
   }
+  check_event_owner(impl_.get());
+  check_event_owner(end.impl_.get());
   return impl_->elapsed_ms(*end.impl_);
 }
 

@@ -201,6 +201,7 @@ void check_live(const PyBuffer& b) {
   if (b.nbytes != 0 && !b.buf.defined()) {
     throw nb::value_error("Buffer: this buffer was released (free()); allocate a new one");
   }
+  b.buf.check_owner();
 }
 
 // Host access waits for every stream of the device: any of them may still use the memory.

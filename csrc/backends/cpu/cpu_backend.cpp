@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -450,6 +451,12 @@ class CpuBackend final : public backend::Backend {
     cfg_ = config;
   }
   bool is_built() const noexcept override { return true; }
+  void after_fork_child() noexcept override {
+    // The shared kernel thread pool's threads stayed in the parent: new devices make a new one.
+    // Single-threaded here; the lock is made anew, since a parent thread may have held it.
+    new (&mu_) std::mutex;
+    pool_.reset();
+  }
   bool is_available() noexcept override { return true; }
   std::string unavailable_reason() override { return ""; }
   int device_count() override { return cfg_.cpu_devices; }

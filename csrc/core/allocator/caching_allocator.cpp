@@ -599,4 +599,8 @@ void CachingAllocator::set_context_fn(ContextFn fn) {
   context_fn_ = std::move(fn);
 }
 
+bool CachingAllocator::stale() const noexcept {
+  return device_.stale();
+}
+
 }  // namespace mpsrt::detail

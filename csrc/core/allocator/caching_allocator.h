@@ -125,6 +125,8 @@ class CachingAllocator {
   uint64_t allocated_bytes() const;
   uint64_t reserved_bytes() const;
   uint64_t recommended_max() const noexcept { return recommended_max_; }
+  /// True in a child process forked after this allocator was made: its memory is the parent's.
+  bool stale() const noexcept;
   uint64_t high_limit() const;
   /// True when reserved memory is past 90% of the low watermark (lock-free, approximate).
   bool under_pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }

@@ -53,8 +53,12 @@ class MPSRT_API Buffer {
   /// Marks the buffer as used by `stream`: its memory will not be reused on another stream
   /// until that stream's work encoded so far has completed.
   void record_stream(const Stream& stream);
-  /// Frees now (stream-ordered); the Buffer becomes empty.
+  /// Frees now (stream-ordered); the Buffer becomes empty. In a child process forked after the
+  /// Buffer was made, the memory is the parent's: it is left alone and the Buffer empties.
   void reset() noexcept;
+  /// Throws mpsrt::Error when the Buffer belongs to the runtime of a parent process (this
+  /// process was forked after it was made). Every operation below checks it.
+  void check_owner() const;
 
   /// Encodes a fill of [offset, offset + nbytes) with a 1/2/4/8-byte pattern on `stream`.
   void fill(uint64_t pattern, unsigned pattern_size, const Stream& stream);

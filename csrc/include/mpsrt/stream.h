@@ -48,6 +48,9 @@ class MPSRT_API Stream {
   /// Runs fn on a runtime thread once the stream's work so far is done. An exception thrown
   /// by fn is reported at the stream's next synchronize().
   void add_callback(std::function<void()> fn);
+  /// Throws mpsrt::Error when the stream belongs to the runtime of a parent process (this
+  /// process was forked after it was made). The operations above check it.
+  void check_owner() const;
 
   bool operator==(const Stream& o) const noexcept { return impl_ == o.impl_; }
   bool operator!=(const Stream& o) const noexcept { return impl_ != o.impl_; }
