@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows = run(args.quick, backend=backend)
             else:
                 rows = run(args.quick)
+                if backend != "cpu":  # this area's goals were set for the cpu backend
+                    for r in rows:
+                        if r.goal:
+                            r.goal, r.goal_met = f"{r.goal} (cpu)", None
             for r in rows:
                 r.backend = backend
             progress_clear()

@@ -25,6 +25,7 @@ except ImportError:
 
 AREA = "dispatch"
 GOAL_US = 1.0
+VULKAN_GOAL_US = 30.0
 IDLE_US = 2000
 
 
@@ -93,9 +94,12 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
 
     progress(f"[{AREA}] hot commit+wait x{iters}")
     hot = _stats(hot_samples_ns(iters))
-    goal = f"<= {GOAL_US:g} µs"
-    rows.append(Row(AREA, "hot, median", hot.median * us, "µs", goal=goal))
-    rows[-1].goal_met = hot.median * us <= GOAL_US
+    # cpu: a worker thread's hand-off; vulkan: a submit, the device and the semaphore poll.
+    limit = GOAL_US if backend == "cpu" else VULKAN_GOAL_US if backend == "vulkan" else None
+    rows.append(Row(AREA, "hot, median", hot.median * us, "µs"))
+    if limit is not None:
+        rows[-1].goal = f"<= {limit:g} µs" + (" (polling)" if backend == "vulkan" else "")
+        rows[-1].goal_met = hot.median * us <= limit
     rows.append(Row(AREA, "hot, p99", hot.p99 * us, "µs"))
 
     progress(f"[{AREA}] commit+wait after {IDLE_US} µs idle x{idle_iters}")

@@ -377,8 +377,16 @@ struct Instance {
   // The instance lives until the process exits: devices may be open until then.
 };
 
+// Set once this process has a VkInstance: from then on the driver's state (its threads,
+// mappings, locks) does not survive fork(), and a forked child must not use Vulkan.
+std::atomic<bool> g_started{false};
+
 Instance& instance() {
-  static Instance* inst = new Instance();  // never destroyed (see above)
+  static Instance* inst = [] {
+    auto* i = new Instance();  // never destroyed (see above)
+    g_started.store(i->instance != VK_NULL_HANDLE);
+    return i;
+  }();
   return *inst;
 }
 
@@ -538,6 +546,7 @@ class Backend final : public backend::Backend {
   std::string unavailable_reason() override {
     return is_available() ? std::string() : instance().why;
   }
+  bool usable_after_fork() const noexcept override { return !g_started.load(); }
   int device_count() override {
     Instance& inst = instance();
     if (inst.devices.empty()) detail::throw_error(inst.why);
