@@ -2,6 +2,7 @@
 // ranges, overflow accounting, statistics, and recording from many threads while exporting.
 // Every test runs on each backend that is built and available, in its own environment.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -70,7 +71,9 @@ class ProfilerTest : public ::testing::TestWithParam<std::string> {
   }
 
   Env env_;
-  std::string path_ = ::testing::TempDir() + "mpsrt_profiler_test.json";
+  // Per process: ctest runs tests in parallel processes that share the temporary directory.
+  std::string path_ =
+      ::testing::TempDir() + "mpsrt_profiler_test_" + std::to_string(getpid()) + ".json";
 };
 
 TEST_P(ProfilerTest, ASessionRecordsEncodesDeviceIntervalsAndTheirCommandBuffer) {
