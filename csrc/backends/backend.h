@@ -94,6 +94,26 @@ struct RandomParams {
   uint64_t threshold = 0;  ///< Bernoulli: philox::bernoulli_threshold(p)
 };
 
+/// Bytes of one element of dtype d.
+constexpr size_t random_element_size(RandomDType d) noexcept {
+  switch (d) {
+    case RandomDType::U8:
+    case RandomDType::Bool:
+      return 1;
+    case RandomDType::F16:
+    case RandomDType::BF16:
+      return 2;
+    case RandomDType::I32:
+    case RandomDType::U32:
+    case RandomDType::F32:
+      return 4;
+    case RandomDType::I64:
+    case RandomDType::F64:
+      break;
+  }
+  return 8;
+}
+
 /// 32-bit words an op of `p` consumes (the generator advances by ceil(words / 4) blocks).
 inline uint64_t random_words(const RandomParams& p) noexcept {
   const bool two = (p.op == RandomOp::Uniform && p.dtype == RandomDType::F64) ||

@@ -46,24 +46,7 @@ std::vector<Isa> supported_isas() {
   return out;
 }
 
-size_t elem_size(RandomDType d) {
-  switch (d) {
-    case RandomDType::U8:
-    case RandomDType::Bool:
-      return 1;
-    case RandomDType::F16:
-    case RandomDType::BF16:
-      return 2;
-    case RandomDType::I32:
-    case RandomDType::U32:
-    case RandomDType::F32:
-      return 4;
-    case RandomDType::I64:
-    case RandomDType::F64:
-      return 8;
-  }
-  return 0;
-}
+constexpr auto elem_size = mpsrt::backend::random_element_size;
 
 const char* op_name(RandomOp op) {
   switch (op) {

@@ -25,21 +25,7 @@ using mb::RandomDType;
 using mb::RandomOp;
 using mb::RandomParams;
 
-size_t element_size(RandomDType d) {
-  switch (d) {
-    case RandomDType::U8:
-    case RandomDType::Bool:
-      return 1;
-    case RandomDType::F16:
-    case RandomDType::BF16:
-      return 2;
-    case RandomDType::I64:
-    case RandomDType::F64:
-      return 8;
-    default:
-      return 4;
-  }
-}
+constexpr auto element_size = mb::random_element_size;
 
 const char* dtype_name(RandomDType d) {
   static const char* names[] = {"u8", "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool"};

@@ -137,25 +137,6 @@ void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) 
   ctx.kernels->fill(dst, n, pattern, n >= ctx.nt_fill_threshold && !is_byte_pattern(pattern));
 }
 
-size_t random_element_size(backend::RandomDType d) {
-  switch (d) {
-    case backend::RandomDType::U8:
-    case backend::RandomDType::Bool:
-      return 1;
-    case backend::RandomDType::F16:
-    case backend::RandomDType::BF16:
-      return 2;
-    case backend::RandomDType::I32:
-    case backend::RandomDType::U32:
-    case backend::RandomDType::F32:
-      return 4;
-    case backend::RandomDType::I64:
-    case backend::RandomDType::F64:
-      break;
-  }
-  return 8;
-}
-
 // Random fills are compute-bound (~0.5 ns per word): past kParallelRandomBytes the elements
 // are split over the pool in chunks of whole 64-element units (even, for Box-Muller pairs).
 constexpr size_t kParallelRandomBytes = size_t(1) << 20;
@@ -163,7 +144,7 @@ constexpr size_t kParallelRandomBytes = size_t(1) << 20;
 void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
   const uint64_t n = p.count;
   if (n == 0) return;
-  const size_t bytes = n * random_element_size(p.dtype);
+  const size_t bytes = n * backend::random_element_size(p.dtype);
   if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || bytes < kParallelRandomBytes) {
     ctx.kernels->random(dst, p, 0, n);
     return;

@@ -138,8 +138,6 @@ struct Recorder {
               const backend::RandomParams& p) const;
 };
 
-/// Bytes per element of a random dtype.
-size_t random_element_size(backend::RandomDType d) noexcept;
 /// True when the kernels implement op with this output dtype (as the cpu backend).
 bool random_supported(backend::RandomOp op, backend::RandomDType d) noexcept;
 

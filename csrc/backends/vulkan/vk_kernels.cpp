@@ -97,26 +97,6 @@ void push_window(const Recorder& r, VkPipelineLayout layout, VkBuffer buf, VkDev
 
 }  // namespace
 
-size_t random_element_size(backend::RandomDType d) noexcept {
-  using backend::RandomDType;
-  switch (d) {
-    case RandomDType::U8:
-    case RandomDType::Bool:
-      return 1;
-    case RandomDType::F16:
-    case RandomDType::BF16:
-      return 2;
-    case RandomDType::I32:
-    case RandomDType::U32:
-    case RandomDType::F32:
-      return 4;
-    case RandomDType::I64:
-    case RandomDType::F64:
-      break;
-  }
-  return 8;
-}
-
 bool random_supported(backend::RandomOp op, backend::RandomDType d) noexcept {
   using backend::RandomDType;
   using backend::RandomOp;
@@ -158,7 +138,7 @@ void DeviceShared::create_kernels() {
 VkPipeline DeviceShared::random_pipeline(const backend::RandomParams& p) {
   const uint32_t values[5] = {
       static_cast<uint32_t>(p.op), static_cast<uint32_t>(p.dtype), is_wide(p) ? 1u : 0u,
-      static_cast<uint32_t>(random_element_size(p.dtype)), words_per_element(p)};
+      static_cast<uint32_t>(backend::random_element_size(p.dtype)), words_per_element(p)};
   const uint32_t key = values[0] | values[1] << 8 | values[2] << 16;
   std::lock_guard<std::mutex> lock(pipelines_mu);
   auto it = random_pipelines.find(key);
@@ -240,7 +220,7 @@ void Recorder::copy(VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSi
 void Recorder::random(VkBuffer buf, VkDeviceSize buf_size, VkDeviceSize offset,
                       const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
-  const uint64_t es = random_element_size(p.dtype);
+  const uint64_t es = backend::random_element_size(p.dtype);
   const uint64_t epb = 4 / words_per_element(p);
   const bool direct = offset % es == 0;
   // Elements per dispatch: whole blocks, with room for the window's alignment slack.

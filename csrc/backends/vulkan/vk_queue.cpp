@@ -430,7 +430,7 @@ class Queue final : public backend::Queue {
     const bool needs_scratch =
         (c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
          c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n) ||
-        (c.kind == Cmd::kRandom && c.dst_off % random_element_size(c.random->dtype) != 0);
+        (c.kind == Cmd::kRandom && c.dst_off % backend::random_element_size(c.random->dtype) != 0);
     if (needs_scratch) ensure_scratch();
     Recorder r{*d_, s.cb, scratch_.buffer, scratch_.size};
     if (s.pending_barrier) r.barrier();
