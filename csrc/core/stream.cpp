@@ -142,8 +142,14 @@ void StreamImpl::wait_idle() {
 }
 
 bool StreamImpl::query() {
-  // Lock-free: it must answer even while an encoder holds the lock, waiting on back-pressure.
-  if (open_pending_.load(std::memory_order_acquire)) return false;
+  if (open_pending_.load(std::memory_order_acquire)) {
+    // Work is encoded but not committed: commit it, so that a caller polling query() sees it
+    // complete. Never blocks: while an encoder holds the lock (it may be waiting on
+    // back-pressure), the answer is simply "not yet".
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock() && open_ && open_->size() > 0) commit_locked();
+    return false;
+  }
   return completed_->value() >= committed_.load(std::memory_order_acquire);
 }
 

@@ -83,7 +83,8 @@ class StreamImpl {
     std::lock_guard<std::mutex> lock(mu_);
     if (open_ && open_->size() > 0) commit_locked();
   }
-  /// True when every command encoded so far has completed.
+  /// True when every command encoded so far has completed. Commits the open command buffer
+  /// (without waiting for the stream's lock), so that polling query() makes progress.
   bool query();
 
  private:
