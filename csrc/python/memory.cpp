@@ -375,7 +375,7 @@ void init_memory(nb::module_& m) {
             b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
             return nb::borrow(self);
           },
-          nb::arg("value"), "Fills every element with value, on the current stream.")
+          nb::arg("value").none(), "Fills every element with value, on the current stream.")
       .def(
           "copy_",
           [](nb::handle self, nb::handle src) {
@@ -388,8 +388,22 @@ void init_memory(nb::module_& m) {
               nb::gil_scoped_release release;
               b.buf.copy_from(s.buf, st);
             } else {
-              // Host data: any C-contiguous buffer-protocol object of the same size.
+              // Host data: numbers in any buffer-protocol object of the same size (not text,
+              // not Python objects, whose bytes are pointers).
+              constexpr const char* kWhat =
+                  "copy_(): expected an mpsrt.Buffer or host data with a numeric dtype (e.g. a "
+                  "numpy array)";
+              if (src.is_none() || PyUnicode_Check(src.ptr())) type_error_got(kWhat, src);
               nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
+              const nb::object dtype = arr.attr("dtype");
+              const nb::str kind(dtype.attr("kind"));
+              const std::string k = kind.c_str();
+              if (k.size() != 1 || std::string("biufc").find(k[0]) == std::string::npos) {
+                throw nb::type_error((std::string(kWhat) + ", got " +
+                                      nb::type_name(src.type()).c_str() + " of dtype " +
+                                      nb::str(dtype).c_str())
+                                         .c_str());
+              }
               const size_t n = nb::cast<size_t>(arr.attr("nbytes"));
               if (n != b.nbytes) {
                 throw nb::value_error(("copy_(): the source has " + std::to_string(n) +
@@ -404,7 +418,7 @@ void init_memory(nb::module_& m) {
             }
             return nb::borrow(self);
           },
-          nb::arg("src"),
+          nb::arg("src").none(),
           "Copies a Buffer (on the current stream) or host data (at once) of equal size.")
       .def(
           "record_stream",
@@ -447,7 +461,7 @@ void init_memory(nb::module_& m) {
         // Moved into the Python object's own storage: one allocation in all.
         return nb::cast(std::move(b), nb::rv_policy::move);
       },
-      nb::arg("size"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+      nb::arg("size").none(), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
       nb::arg("stream") = nb::none(), "Uninitialised device memory from the caching allocator.");
 
   m.def("memory_stats", &memory_stats, nb::arg("device") = -1);

@@ -65,8 +65,14 @@ void init_stream(nb::module_& m) {
   nb::class_<Stream>(m, "Stream", "An in-order queue of work on a device.")
       .def(
           "__init__",
-          [](Stream* self, nb::handle device, int priority) {
-            new (self) Stream(stream_from_pool(priority, device_arg(device, "Stream")));
+          [](Stream* self, nb::handle device, nb::int_ priority) {
+            // Any int: like torch.cuda, priorities outside the classes clamp to the nearest one.
+            const nb::int_ zero(0);
+            const int below = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_LT);
+            const int above = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_GT);
+            if (below < 0 || above < 0) throw nb::python_error();
+            const int p = below ? -1 : (above ? 1 : 0);
+            new (self) Stream(stream_from_pool(p, device_arg(device, "Stream")));
           },
           nb::arg("device") = nb::none(), nb::arg("priority") = 0,
           "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
@@ -95,7 +101,7 @@ void init_stream(nb::module_& m) {
             nb::gil_scoped_release release;  // commits `other`
             s.wait_stream(o);
           },
-          nb::arg("stream"), "Later work on this stream waits for `stream`'s work so far.")
+          nb::arg("stream").none(), "Later work on this stream waits for `stream`'s work so far.")
       .def(
           "record_event",
           [](Stream& s, nb::handle e) -> nb::object {

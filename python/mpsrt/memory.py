@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -28,7 +29,7 @@ def set_per_process_memory_fraction(fraction: float) -> None:
     """Hard limit = fraction x recommended_max_memory() for the current device; 0: no limit."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
-    if fraction < 0 or fraction > 2:
+    if not 0 <= fraction <= 2:  # NaN included
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~2")
     _C.set_per_process_memory_fraction(fraction, _C.current_device())
 
@@ -177,8 +178,10 @@ def _record_memory_history(
         raise ValueError(f"context must be None, 'state', 'alloc' or 'all', got {context!r}")
     if stacks not in _STACKS:
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
-    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
-        raise ValueError(f"max_entries must be an int >= 0, got {max_entries!r}")
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+        raise TypeError(f"max_entries must be an int, got {type(max_entries).__name__}")
+    if max_entries < 0:
+        raise ValueError(f"max_entries must be >= 0, got {max_entries}")
     idx = _dev(device, "_record_memory_history")
     global _STATE_ONLY
     _STATE_ONLY = enabled == "state"
@@ -242,5 +245,8 @@ def _snapshot(device: DeviceLike = None) -> dict[str, Any]:
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Writes snapshot() as a pickle that PyTorch's memory visualizer opens."""
+    if not isinstance(filename, (str, os.PathLike)):
+        kind = type(filename).__name__
+        raise TypeError(f"_dump_snapshot(): filename must be a str or os.PathLike, got {kind}")
     with open(filename, "wb") as f:
         pickle.dump(snapshot(), f)

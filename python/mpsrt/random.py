@@ -125,12 +125,41 @@ def set_rng_state_all(new_states: Sequence[Any]) -> None:
         _C.default_generator(d)._set_state_bytes(blob)
 
 
+def _check_generator(self: Any, caller: str) -> None:
+    if not isinstance(self, Generator):
+        raise TypeError(f"{caller}() expected an mpsrt.Generator, got {type(self).__name__}")
+
+
 def _generator_set_state(self: Generator, new_state: Any) -> None:
     """Restores a state from get_state()."""
+    _check_generator(self, "Generator.set_state")
     self._set_state_bytes(_state_bytes(new_state, "Generator.set_state"))
 
 
+_native_manual_seed = Generator.manual_seed
+_native_set_offset = Generator.set_offset
+
+
+def _generator_manual_seed(self: Generator, seed: int) -> Generator:
+    """Sets the seed (as mpsrt.manual_seed: -2**63 <= seed < 2**64, negative seeds wrap) and
+    resets the offset to 0; returns the generator."""
+    _check_generator(self, "Generator.manual_seed")
+    return _native_manual_seed(self, _seed_value(seed, "Generator.manual_seed"))
+
+
+def _generator_set_offset(self: Generator, offset: int) -> None:
+    """Sets the Philox offset (in 128-bit blocks), 0 <= offset < 2**64."""
+    _check_generator(self, "Generator.set_offset")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"Generator.set_offset() expected an int, got {type(offset).__name__}")
+    if not 0 <= offset < (1 << 64):
+        raise ValueError(f"Generator.set_offset(): offset {offset} is out of range [0, 2**64)")
+    _native_set_offset(self, offset)
+
+
 Generator.set_state = _generator_set_state
+Generator.manual_seed = _generator_manual_seed
+Generator.set_offset = _generator_set_offset
 
 
 # ---------------------------------------------------------------- random fills
