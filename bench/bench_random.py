@@ -128,7 +128,7 @@ def _mlx_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
         return "mlx", None
     if dtype == "float64" or kind == "bits":
         return "mlx", None  # no float64 random numbers, no raw bits
-    mdtype = getattr(mx, dtype)
+    mdtype = getattr(mx, "bool_" if dtype == "bool" else dtype)
     shape = (n // np.dtype("uint16" if dtype == "bfloat16" else dtype).itemsize,)
     make = {
         "uniform": lambda: mx.random.uniform(shape=shape, dtype=mdtype),
