@@ -197,6 +197,14 @@ uint64_t pattern_of(nb::handle value, const DType& d) {
   return d.bits == 64 ? u : u & ((uint64_t(1) << d.bits) - 1);
 }
 
+// The Buffer a method was called on; a foreign `self` (Buffer.fill_(x)) is a TypeError.
+PyBuffer& buffer_self(nb::handle self, const char* caller) {
+  if (!nb::isinstance<PyBuffer>(self)) {
+    type_error_got(std::string(caller) + " expected an mpsrt.Buffer", self);
+  }
+  return nb::cast<PyBuffer&>(self);
+}
+
 void check_live(const PyBuffer& b) {
   if (b.nbytes != 0 && !b.buf.defined()) {
     throw nb::value_error("Buffer: this buffer was released (free()); allocate a new one");
@@ -324,7 +332,7 @@ void init_memory(nb::module_& m) {
       .def(
           "numpy",
           [](nb::handle self) {
-            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            PyBuffer& b = buffer_self(self, "numpy()");
             wait_for(b);
             if (b.dtype->code == uint8_t(DC::Bfloat)) {
               throw nb::type_error("numpy() : numpy has no bfloat16; use torch.from_dlpack()");
@@ -335,7 +343,7 @@ void init_memory(nb::module_& m) {
       .def(
           "_raw",
           [](nb::handle self) {
-            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            PyBuffer& b = buffer_self(self, "_raw()");
             wait_for(b);
             check_live(b);
             size_t shape[1] = {b.nbytes};
@@ -345,7 +353,7 @@ void init_memory(nb::module_& m) {
       .def(
           "__dlpack__",
           [](nb::handle self, nb::kwargs kwargs) {
-            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            PyBuffer& b = buffer_self(self, "__dlpack__()");
             if (kwargs.contains("copy") && PyObject_IsTrue(kwargs["copy"].ptr()) == 1) {
               throw nb::buffer_error("__dlpack__(copy=True): mpsrt exports without copying");
             }
@@ -367,7 +375,7 @@ void init_memory(nb::module_& m) {
       .def(
           "fill_",
           [](nb::handle self, nb::handle value) {
-            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            PyBuffer& b = buffer_self(self, "fill_()");
             check_live(b);
             const uint64_t p = pattern_of(value, *b.dtype);
             const Stream s = current_stream(b.device);
@@ -379,7 +387,7 @@ void init_memory(nb::module_& m) {
       .def(
           "copy_",
           [](nb::handle self, nb::handle src) {
-            PyBuffer& b = nb::cast<PyBuffer&>(self);
+            PyBuffer& b = buffer_self(self, "copy_()");
             check_live(b);
             if (nb::isinstance<PyBuffer>(src)) {
               const PyBuffer& s = nb::cast<const PyBuffer&>(src);

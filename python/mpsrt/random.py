@@ -115,7 +115,13 @@ def get_rng_state_all() -> list[np.ndarray]:
 
 
 def set_rng_state_all(new_states: Sequence[Any]) -> None:
-    states = list(new_states)
+    try:
+        states = list(new_states)
+    except TypeError:
+        raise TypeError(
+            "set_rng_state_all() expected a sequence of 44-byte states (one per device), got "
+            f"{type(new_states).__name__}"
+        ) from None
     if len(states) != _C.device_count():
         raise ValueError(
             f"set_rng_state_all(): {len(states)} states for {_C.device_count()} devices"
@@ -123,6 +129,11 @@ def set_rng_state_all(new_states: Sequence[Any]) -> None:
     data = [_state_bytes(s, "set_rng_state_all") for s in states]
     for d, blob in enumerate(data):
         _C.default_generator(d)._set_state_bytes(blob)
+
+
+def _check_buffer(self: Any, caller: str) -> None:
+    if not isinstance(self, Buffer):
+        raise TypeError(f"{caller}() expected an mpsrt.Buffer, got {type(self).__name__}")
 
 
 def _check_generator(self: Any, caller: str) -> None:
@@ -211,6 +222,7 @@ def _uniform_(
     self: Buffer, low: float = 0.0, high: float = 1.0, generator: Generator | None = None
 ) -> Buffer:
     """Fills with numbers uniform in [low, high), on the current stream."""
+    _check_buffer(self, "uniform_")
     if self.dtype not in _FLOATS:
         raise TypeError(f"uniform_() needs a floating-point Buffer, got {self.dtype}")
     lo, hi = _float(low, "low", "uniform_"), _float(high, "high", "uniform_")
@@ -223,6 +235,7 @@ def _normal_(
     self: Buffer, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None
 ) -> Buffer:
     """Fills with normal numbers of the given mean and standard deviation."""
+    _check_buffer(self, "normal_")
     if self.dtype not in _FLOATS:
         raise TypeError(f"normal_() needs a floating-point Buffer, got {self.dtype}")
     m, s = _float(mean, "mean", "normal_"), _float(std, "std", "normal_")
@@ -244,6 +257,7 @@ def _random_(
     self: Buffer, low: int = 0, high: int | None = None, generator: Generator | None = None
 ) -> Buffer:
     """Fills with integers uniform in [low, high) (default high: the dtype's limit)."""
+    _check_buffer(self, "random_")
     if self.dtype not in _INTS:
         raise TypeError(f"random_() writes uint8, int32 or int64 Buffers, got {self.dtype}")
     dmin, dmax = _INTS[self.dtype]
@@ -258,6 +272,7 @@ def _random_(
 
 def _bernoulli_(self: Buffer, p: float = 0.5, generator: Generator | None = None) -> Buffer:
     """Fills with 1 with probability p, else 0."""
+    _check_buffer(self, "bernoulli_")
     if self.dtype not in _BERNOULLI:
         raise TypeError(f"bernoulli_() cannot write {self.dtype}")
     pv = _float(p, "p", "bernoulli_")
