@@ -32,15 +32,6 @@ def _median(fn, rounds: int) -> float:  # type: ignore[no-untyped-def]
 
 
 @contextmanager
-def _session(on: bool) -> Iterator[None]:
-    if not on:
-        yield
-        return
-    with profiler.profile():
-        yield
-
-
-@contextmanager
 def _quiet_output() -> Iterator[None]:
     """Sends what native code writes to stdout and stderr to /dev/null meanwhile."""
     sys.stdout.flush()
@@ -163,7 +154,7 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
             size = os.path.getsize(path)
         finally:
             os.unlink(path)
-            with _session(True):
+            with profiler.profile():
                 pass  # leave an empty session behind, not a million records
         rows.append(
             Row(
