@@ -183,6 +183,18 @@ class Device {
   /// Nanoseconds to add to a device time (timestamps, Completion) to get the host's steady
   /// clock, which the profiler's records use. 0 when the device clock is the host clock.
   virtual int64_t host_clock_offset_ns() const noexcept { return 0; }
+  /// GPU capture for the platform's GPU debugger (metal: a .gputrace document). Whether a
+  /// capture of this device can be taken now; when not, `why` (if given) says why and what to
+  /// do. Never throws.
+  virtual bool capture_available(std::string* why) const {
+    if (why != nullptr) *why = "this backend has no GPU capture";
+    return false;
+  }
+  /// Starts capturing this device's work into the document `path`; throws mpsrt::Error when
+  /// that fails. The core calls it only when capture_available() and no capture runs.
+  virtual void begin_capture(const std::string& path) { (void)path; }
+  /// Ends the capture begun by begin_capture(), writing the document.
+  virtual void end_capture() {}
 };
 
 /// Settings the core passes down (the backend reads no environment itself).

@@ -29,6 +29,11 @@ void init_profiler(nb::module_& m) {
       nb::arg("path"), nb::call_guard<nb::gil_scoped_release>(),
       "Writes the trace; returns (events, records, dropped records).");
   m.def("statistics", &profiler::statistics, nb::call_guard<nb::gil_scoped_release>());
+  m.def("capture_available", &profiler::capture_available);
+  m.def("begin_capture", &profiler::begin_capture, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("end_capture", &profiler::end_capture, nb::call_guard<nb::gil_scoped_release>());
+  m.def("is_capturing", &profiler::is_capturing);
 }
 
 }  // namespace mpsrt::python

@@ -151,12 +151,12 @@ def export_trace(path: str | os.PathLike[str]) -> None:
 def is_metal_capture_enabled() -> bool:
     """True when a Metal GPU capture can be taken: the metal backend, with MTL_CAPTURE_ENABLED=1
     in the environment. Always False on the other backends."""
-    return _C.backend() == "metal" and os.environ.get("MTL_CAPTURE_ENABLED") == "1"
+    return _C.backend() == "metal" and _P.capture_available()
 
 
 def is_capturing_metal() -> bool:
     """True while a metal_capture() block runs. Always False on the other backends."""
-    return False
+    return _C.backend() == "metal" and _P.is_capturing()
 
 
 @contextlib.contextmanager
@@ -169,8 +169,13 @@ def metal_capture(fname: str) -> Iterator[None]:
             "metal_capture(): Metal GPU capture needs the metal backend; "
             f"the active backend is {active!r}"
         )
-    raise RuntimeError(
-        "metal_capture(): Metal GPU capture is not enabled; set MTL_CAPTURE_ENABLED=1 in the "
-        "environment before the process starts"
-    )
-    yield  # pragma: no cover (a generator, for the context-manager protocol)
+    if not _P.capture_available():
+        raise RuntimeError(
+            "metal_capture(): Metal GPU capture is not enabled; set MTL_CAPTURE_ENABLED=1 in the "
+            "environment before the process starts"
+        )
+    _P.begin_capture(fname + ".gputrace")
+    try:
+        yield
+    finally:
+        _P.end_capture()

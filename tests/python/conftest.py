@@ -15,7 +15,11 @@ from contextlib import contextmanager
 import mpsrt
 import pytest
 
-BACKENDS = mpsrt.available_backends()
+AVAILABLE = mpsrt.available_backends()
+# MPSRT_TEST_BACKENDS (comma-separated, e.g. "metal" or "cpu,vulkan") restricts the run to those
+# backends; one that this machine does not offer is skipped with the reason, not failed.
+_WANTED = [b.strip() for b in os.environ.get("MPSRT_TEST_BACKENDS", "").split(",") if b.strip()]
+BACKENDS = _WANTED or AVAILABLE
 
 
 def reset_runtime(backend: str, **env: object) -> None:
@@ -28,6 +32,11 @@ def reset_runtime(backend: str, **env: object) -> None:
 
 @pytest.fixture(scope="session", params=BACKENDS, autouse=True)
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param not in AVAILABLE:
+        pytest.skip(
+            f"backend {request.param!r} (MPSRT_TEST_BACKENDS) is not available on this machine; "
+            f"available: {AVAILABLE}"
+        )
     reset_runtime(request.param)
     yield request.param
     mpsrt._C._reset_runtime(None)

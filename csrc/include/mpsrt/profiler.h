@@ -57,6 +57,20 @@ struct TraceSummary {
 /// when the file cannot be written.
 MPSRT_API TraceSummary export_trace(const std::string& path);
 
+/// GPU capture of the current device's work for the platform's GPU debugger: on metal a
+/// .gputrace document through MTLCaptureManager, which needs MTL_CAPTURE_ENABLED=1 in the
+/// environment when the process starts; the other backends have none. True when a capture can
+/// be started now.
+MPSRT_API bool capture_available();
+/// Starts a capture of the current device written to `path`. Throws mpsrt::Error when capture
+/// is unavailable (saying why) or a capture already runs.
+MPSRT_API void begin_capture(const std::string& path);
+/// Waits for the captured device's work, then ends the capture (writing the document). Does
+/// nothing when no capture runs.
+MPSRT_API void end_capture();
+/// True while a capture runs.
+MPSRT_API bool is_capturing() noexcept;
+
 /// Per-operation statistics of the current (or last) session as a readable table: counts,
 /// total / mean / max CPU encode and device times, bytes, copy bandwidth, dropped records.
 MPSRT_API std::string statistics();
