@@ -4,8 +4,9 @@
 # tests/metal_stubs/, with warnings as errors. The stand-ins declare only what the backend
 # uses, so a misspelled selector, a wrong type or any Metal API they do not declare fails.
 # Then a self-test proves the check bites: copies of a backend file with an injected mistake
-# (a misspelled selector; a call of an API the stand-ins do not declare; a wrong enum name)
-# must fail. Also checks kernels.metal's software binary64 arithmetic against the host's.
+# (a misspelled selector; a call of an API the stand-ins do not declare; a wrong enum name; a
+# wrong protocol type; an os_signpost format that does not match its arguments) must fail.
+# Also checks kernels.metal's software binary64 arithmetic against the host's.
 #
 # Needs clang-14 (Debian: apt-get install clang-14) and g++; installs nothing.
 # Usage: .ci/metal_check.sh   (from anywhere; CLANG=... picks another clang)
@@ -63,10 +64,12 @@ mutant() {  # mutant NAME FILE SED-EXPRESSION
 q="$root/csrc/backends/metal/metal_queue.mm"
 k="$root/csrc/backends/metal/metal_kernels.mm"
 b="$root/csrc/backends/metal/metal_backend.mm"
+s="$root/csrc/backends/metal/metal_signpost.mm"
 mutant misspelled-selector "$q" 's/encodeWaitForEvent:/encodeWaitForEvents:/'
 mutant undeclared-api "$k" 's/\[enc endEncoding\];/[enc endEncoding];\n  [enc insertDebugSignpost:@"x"];/'
 mutant wrong-enum "$b" 's/MTLHeapTypePlacement/MTLHeapTypePlaced/'
 mutant wrong-protocol-type "$k" 's/\[enc setBuffer:buf offset:0 atIndex:0\]/[enc setBuffer:d.fill_pipeline offset:0 atIndex:0]/'
+mutant signpost-format "$s" 's/"%{public}s stream=%lld bytes=%llu"/"%d stream=%lld bytes=%llu"/'
 
 # ---- kernels.metal's software binary64 and float-float math, run on the host
 sed -e '/#include <metal_stdlib>/d' -e '/^using namespace metal;/d' \

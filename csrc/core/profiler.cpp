@@ -1,5 +1,6 @@
 // The profiler's recorder: sessions, per-thread bounded record buffers, ranges and marks, the
-// stream and allocator hooks, and the os_signpost sink on Apple.
+// stream and allocator hooks, and the hook of a platform sink (PlatformSink: os_signpost, which
+// the metal backend installs).
 #include "core/profiler.h"
 
 #include <pthread.h>
@@ -14,9 +15,6 @@
 
 #if defined(__linux__)
 #include <sys/syscall.h>
-#endif
-#if defined(__APPLE__)
-#include <os/signpost.h>
 #endif
 
 #include "core/allocator/caching_allocator.h"
@@ -40,12 +38,12 @@ std::atomic<uint64_t> g_capacity{1 << 20};  // records per thread (MPSRT_PROFILE
 std::atomic<uint32_t> g_log{0};             // MPSRT_LOG_PROFILE_INFO of the session
 std::atomic<uint64_t> g_flow{0};
 
-#if defined(__APPLE__)
-os_log_t apple_log() {
-  static os_log_t log = os_log_create("mpsrt", OS_LOG_CATEGORY_POINTS_OF_INTEREST);
-  return log;
+std::atomic<PlatformSink*> g_sink{nullptr};  // set_platform_sink(); never destroyed here
+
+/// The installed platform sink or nullptr. Cost: one acquire load.
+PlatformSink* platform_sink() noexcept {
+  return g_sink.load(std::memory_order_acquire);
 }
-#endif
 
 int current_tid() {
 #if defined(__linux__)
@@ -153,9 +151,8 @@ struct OpenRange {
   std::string message;
   int64_t begin = 0;
   uint64_t session = 0;
-#if defined(__APPLE__)
-  os_signpost_id_t id = OS_SIGNPOST_ID_NULL;
-#endif
+  PlatformSink* sink = nullptr;  // the sink that began it, if any
+  uint64_t sink_id = 0;          // its id there
 };
 std::vector<OpenRange>& range_stack() {
   thread_local std::vector<OpenRange> stack;
@@ -267,6 +264,10 @@ void log_op(const char* what, const Batch& b, const PendingOp& op, uint64_t gpu_
 
 }  // namespace
 
+PlatformSink* set_platform_sink(PlatformSink* sink) noexcept {
+  return g_sink.exchange(sink, std::memory_order_acq_rel);
+}
+
 const char* op_name(Op op) noexcept {
   static constexpr const char* kNames[] = {
       "fill",       "copy",      "copy_from_host", "random_bits",  "uniform",    "normal",
@@ -304,12 +305,9 @@ void record_encode(const Batch& b, const PendingOp& op) {
   r.device = static_cast<uint8_t>(b.device);
   r.stream = static_cast<int32_t>(b.stream);
   push(r);
-#if defined(__APPLE__)
-  os_signpost_event_emit(apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "encode",
-                         "%{public}s stream=%lld bytes=%llu", op_name(op.desc.op),
-                         static_cast<long long>(b.stream),
-                         static_cast<unsigned long long>(op.desc.bytes));
-#endif
+  if (PlatformSink* sink = platform_sink()) {
+    sink->encode(op_name(op.desc.op), b.stream, op.desc.bytes);
+  }
 }
 
 void complete(const Batch& b, const backend::Completion& c) {
@@ -359,14 +357,11 @@ void complete(const Batch& b, const backend::Completion& c) {
       }
     }
   }
-#if defined(__APPLE__)
-  for (const PendingOp& op : b.ops) {
-    os_signpost_event_emit(apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "completed",
-                           "%{public}s stream=%lld device_ns=%llu", op_name(op.desc.op),
-                           static_cast<long long>(b.stream),
-                           static_cast<unsigned long long>(op.device_end - op.device_begin));
+  if (PlatformSink* sink = platform_sink()) {
+    for (const PendingOp& op : b.ops) {
+      sink->completed(op_name(op.desc.op), b.stream, op.device_end - op.device_begin);
+    }
   }
-#endif
 }
 
 void record_host_copy(Op op, int device, uint64_t bytes, int64_t begin_ns, int64_t end_ns) {
@@ -569,11 +564,7 @@ void mark(std::string_view message) {
     r.name = t.intern_locked(message);
     t.push_locked(r);
   });
-#if defined(__APPLE__)
-  const std::string m(message);
-  os_signpost_event_emit(prof::apple_log(), OS_SIGNPOST_ID_EXCLUSIVE, "mark", "%{public}s",
-                         m.c_str());
-#endif
+  if (prof::PlatformSink* sink = prof::platform_sink()) sink->mark(message);
 }
 
 int range_push(std::string_view message) {
@@ -583,10 +574,10 @@ int range_push(std::string_view message) {
     r.message = message;
     r.session = prof::g_session.load(std::memory_order_acquire);
     r.begin = prof::now_ns();
-#if defined(__APPLE__)
-    r.id = os_signpost_id_generate(prof::apple_log());
-    os_signpost_interval_begin(prof::apple_log(), r.id, "range", "%{public}s", r.message.c_str());
-#endif
+    if (prof::PlatformSink* sink = prof::platform_sink()) {
+      r.sink_id = sink->range_begin(r.message);
+      r.sink = sink;
+    }
   }
   return static_cast<int>(stack.size()) - 1;
 }
@@ -601,9 +592,7 @@ int range_pop() {
   const prof::OpenRange r = std::move(stack.back());
   stack.pop_back();
   const int depth = static_cast<int>(stack.size());
-#if defined(__APPLE__)
-  if (r.session != 0) os_signpost_interval_end(prof::apple_log(), r.id, "range");
-#endif
+  if (r.sink != nullptr) r.sink->range_end(r.sink_id);
   if (r.session != 0 && prof::flags() != 0 &&
       r.session == prof::g_session.load(std::memory_order_acquire)) {
     prof::Record rec;

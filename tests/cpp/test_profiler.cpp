@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/profiler.h"
 #include "core/runtime.h"
 #include "mpsrt/mpsrt.h"
 
@@ -95,6 +98,72 @@ TEST_P(ProfilerTest, ASessionRecordsEncodesDeviceIntervalsAndTheirCommandBuffer)
   EXPECT_EQ(count(json, "\"ph\":\"s\""), 3u);
   EXPECT_EQ(count(json, "\"ph\":\"f\""), 3u);
   EXPECT_EQ(count(json, "\"commands\":3"), 1u);
+}
+
+// A platform sink (os_signpost on Apple) sees a session's encodes, completions, marks and
+// ranges, with each range ended by the id its begin returned, and nothing outside a session.
+class RecordingSink final : public mpsrt::detail::prof::PlatformSink {
+ public:
+  void encode(const char* op, int64_t, uint64_t) override { log("encode " + std::string(op)); }
+  void completed(const char* op, int64_t, uint64_t) override {
+    log("completed " + std::string(op));
+  }
+  void mark(std::string_view m) override { log("mark " + std::string(m)); }
+  uint64_t range_begin(std::string_view m) override {
+    log("begin " + std::string(m));
+    return ++next_;
+  }
+  void range_end(uint64_t id) override { log("end " + std::to_string(id)); }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.clear();
+    next_ = 100;
+  }
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  void log(std::string e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  std::mutex mu_;
+  std::vector<std::string> events_;
+  uint64_t next_ = 100;
+};
+
+TEST_P(ProfilerTest, APlatformSinkSeesTheSessionOnly) {
+  namespace prof = mpsrt::detail::prof;
+  static RecordingSink sink;  // a sink must outlive its use (the profiler never frees one)
+  sink.clear();
+  prof::PlatformSink* previous = prof::set_platform_sink(&sink);
+  Stream s = mpsrt::default_stream();
+  Buffer b(4096, s);
+  b.fill(1, 1, s);
+  profiler::mark("outside");
+  s.synchronize();
+  EXPECT_TRUE(sink.events().empty());
+  profiler::start(profiler::kInterval);
+  profiler::range_push("outer");
+  profiler::range_push("inner");
+  b.fill(2, 1, s);
+  profiler::mark("here");
+  profiler::range_pop();
+  profiler::range_pop();
+  s.synchronize();
+  profiler::stop();
+  prof::set_platform_sink(previous);
+  const std::vector<std::string> ev = sink.events();
+  auto has = [&ev](const std::string& e) { return std::find(ev.begin(), ev.end(), e) != ev.end(); };
+  EXPECT_TRUE(has("begin outer") && has("begin inner") && has("mark here")) << ev.size();
+  EXPECT_TRUE(has("encode fill") && has("completed fill"));
+  // inner (id 102) ends before outer (id 101).
+  auto at = [&ev](const std::string& e) { return std::find(ev.begin(), ev.end(), e) - ev.begin(); };
+  EXPECT_LT(at("end 102"), at("end 101"));
+  EXPECT_LT(at("begin inner"), at("end 102"));
+  EXPECT_FALSE(has("mark outside"));
 }
 
 TEST_P(ProfilerTest, NothingIsRecordedOutsideASession) {

@@ -150,4 +150,8 @@ bool random_supported(backend::RandomOp op, backend::RandomDType d) noexcept;
 /// Queues (metal_queue.mm).
 std::unique_ptr<backend::Queue> make_queue(std::shared_ptr<DeviceShared> d, int priority);
 
+/// Installs the profiler's os_signpost sink (metal_signpost.mm); called when the backend is
+/// created.
+void install_signpost_sink();
+
 }  // namespace mpsrt::metal
