@@ -6,9 +6,10 @@ never overlap and keep their bytes; the statistics, current_allocated_memory(), 
 blocks and the driver's bytes agree; an OutOfMemoryError only comes when the limit leaves no
 room for the heap the request needs once the cache is freed.
 
-MPSRT_FUZZ_STEPS scales the run: steps per example (default 40, with 60 examples; a larger
-value also gives that many examples). Failures are reported unshrunk (shrinking takes
-minutes); set MPSRT_FUZZ_SHRINK=1 for a minimal sequence.
+MPSRT_FUZZ_STEPS is the number of steps to run in all (default 2000: sequences of up to 40
+steps). The extended mode sets it to 10000 or more (sequences of up to 200 steps); the test
+runs examples until that many steps were executed and prints the count. Failures are reported
+unshrunk (shrinking takes minutes); set MPSRT_FUZZ_SHRINK=1 for a minimal sequence.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from mpsrt import memory
 KiB = 1 << 10
 MiB = 1 << 20
 SIZE_MAX = 2**64 - 1
-STEPS = int(os.environ.get("MPSRT_FUZZ_STEPS", "40"))
+TOTAL_STEPS = int(os.environ.get("MPSRT_FUZZ_STEPS", "2000"))
+STEPS = 40 if TOTAL_STEPS <= 2000 else 200  # the longest sequence
+executed = {"steps": 0, "examples": 0}
 
 SIZES = st.one_of(
     st.integers(1, 4 * KiB),
@@ -84,6 +87,8 @@ def _drop_failure_references() -> Iterator[None]:
 class MemoryMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
+        executed["examples"] += 1
+        self.started = False
         gc.collect()
         mpsrt.synchronize()
         mpsrt.empty_cache()
@@ -188,6 +193,10 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @invariant()
     def consistent(self) -> None:
+        # Invariants run once after the initialization and then after every step.
+        if self.started:
+            executed["steps"] += 1
+        self.started = True
         mpsrt.synchronize()
         # Live buffers never overlap and keep their bytes.
         spans = sorted((b.data_ptr, b.data_ptr + n) for b, n, _ in self.live)
@@ -238,22 +247,32 @@ def test_allocator_state_machine() -> None:
     # No automatic garbage collection: it could free buffers of an earlier test mid-check.
     gc.collect()
     gc.disable()
+    executed.update(steps=0, examples=0)
     try:
-        run_state_machine_as_test(
-            MemoryMachine,
-            settings=settings(
-                max_examples=max(60, STEPS) if STEPS > 40 else 60,
-                stateful_step_count=STEPS,
-                deadline=None,
-                database=None,
-                # Shrinking a failure takes minutes; the unshrunk steps are printed.
-                phases=[Phase.explicit, Phase.reuse, Phase.generate]
-                + ([Phase.shrink] if os.environ.get("MPSRT_FUZZ_SHRINK") else []),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            ),
-        )
+        while executed["steps"] < TOTAL_STEPS:
+            run_machine(max(5, (TOTAL_STEPS - executed["steps"]) // STEPS + 1))
     finally:
         gc.enable()
+    print(
+        f"\nallocator state machine: {executed['steps']} steps in {executed['examples']} examples"
+    )
+    assert executed["steps"] >= TOTAL_STEPS
+
+
+def run_machine(examples: int) -> None:
+    run_state_machine_as_test(
+        MemoryMachine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=STEPS,
+            deadline=None,
+            database=None,
+            # Shrinking a failure takes minutes; the unshrunk steps are printed.
+            phases=[Phase.explicit, Phase.reuse, Phase.generate]
+            + ([Phase.shrink] if os.environ.get("MPSRT_FUZZ_SHRINK") else []),
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,13 @@ same seeds and must be identical (normal: within 2 ulp, as API.md allows).
 
 Every wait has a time limit: a hang fails the test with the stacks of the stuck threads.
 Run with -s to see the summary line (threads x seconds, operations done).
+
+Soak: MPSRT_SOAK_MINUTES=M runs test_soak, the same workload for M minutes per backend. Every
+SOAK_PHASE seconds all threads stop, every buffer is released, the cache is emptied and the
+process's resident memory (RSS) and the driver's bytes are sampled; the series is printed.
+After the warm-up (the first fifth of the samples, at least two) both must stay flat: driver
+bytes back at the baseline every time, RSS within 1% of its first post-warm-up sample. Without
+the variable the soak test is skipped.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ MAX_RNG_ELEMS = 1 << 14
 FRACTIONS = (0.0, 0.75, 1.0, 1.7, 2.0)  # 0 = unlimited; every limit leaves ample headroom
 WAIT = 60.0  # seconds any single wait may take before it counts as a hang
 N_PHASES = max(1, min(10, int(SECONDS // 3)))  # quiescent checks during the run
+SOAK_MINUTES = float(os.environ.get("MPSRT_SOAK_MINUTES", "0"))
+SOAK_PHASE = 10.0  # seconds between soak samples
+SOAK_RNG_LOG = 2000  # random ops a thread logs for the replay in a soak (the log must not grow)
 
 # --------------------------------------------------------------------------- runtime per backend
 
@@ -211,9 +221,13 @@ def random_rng_arg(op: str, rng: random.Random) -> Any:
 
 
 class Stress:
-    def __init__(self, backend: str, seconds: float) -> None:
+    def __init__(self, backend: str, seconds: float, phases: int = N_PHASES, soak: bool = False):
         self.backend = backend
         self.seconds = seconds
+        self.phases = phases
+        self.soak = soak  # each quiescent point releases everything and samples memory
+        self.samples: list[tuple[float, int, int, int]] = []  # time, RSS, driver, driver live
+        self.rng_log_cap = SOAK_RNG_LOG if soak else sys.maxsize
         self.registry = Registry()
         self.errors: list[str] = []
         self.errors_lock = threading.Lock()
@@ -258,6 +272,19 @@ class Stress:
         assert mpsrt.memory_reserved() >= allocated
         assert stats["allocated_bytes.all.peak"] >= allocated
         self.checks += 1
+        if self.soak:
+            self.sample()
+
+    def sample(self) -> None:
+        """Soak: releases every buffer, empties the cache, records RSS and driver bytes."""
+        live_driver = mpsrt.driver_allocated_memory()
+        self.verify_and_free_all(keep_streams=True)
+        gc.collect()
+        mpsrt.synchronize()
+        mpsrt.empty_cache()
+        self.samples.append(
+            (time.monotonic(), rss_bytes(), mpsrt.driver_allocated_memory(), live_driver)
+        )
 
     # ---- worker
 
@@ -419,7 +446,8 @@ class Stress:
         if st.rng.random() < 0.05:
             seed = st.rng.getrandbits(64)
             st.gen.manual_seed(seed)
-            st.rng_log.append(RngRecord("seed", seed, 0, 0, 0, None, None))
+            if len(st.rng_log) < self.rng_log_cap:
+                st.rng_log.append(RngRecord("seed", seed, 0, 0, 0, None, None))
             return
         op = st.rng.choice(RNG_OPS)
         arg = random_rng_arg(op, st.rng)
@@ -437,7 +465,8 @@ class Stress:
                 rec = RngRecord(op, arg, n, before, after, None, values)
             else:
                 rec = RngRecord(op, arg, n, before, after, rng_digest(out), None)
-            st.rng_log.append(rec)
+            if len(st.rng_log) < self.rng_log_cap:
+                st.rng_log.append(rec)
         finally:
             self.registry.remove(addr)
             del out
@@ -479,8 +508,8 @@ class Stress:
         try:
             st.gen = mpsrt.Generator().manual_seed(st.seed)
             st.streams = [mpsrt.Stream(), mpsrt.Stream(priority=-1), mpsrt.current_stream()]
-            phase = self.seconds / N_PHASES
-            for k in range(N_PHASES):
+            phase = self.seconds / self.phases
+            for k in range(self.phases):
                 until = t0 + (k + 1) * phase
                 while time.monotonic() < until:
                     st.rng.choices(funcs, weights)[0](st)
@@ -495,14 +524,16 @@ class Stress:
         if st.live:
             self.verify(st, st.rng.choice(st.live), "re-check")
 
-    def verify_and_free_all(self) -> None:
+    def verify_and_free_all(self, keep_streams: bool = False) -> None:
         """Every live buffer still holds its pattern; then every buffer is dropped."""
         for st in self.states:
             for item in st.live:
                 self.verify(st, item, "final")
                 self.registry.remove(item.addr)
             st.live.clear()
-            st.streams.clear()
+            st.live_bytes = 0
+            if not keep_streams:
+                st.streams.clear()
 
     # ---- driver
 
@@ -514,7 +545,7 @@ class Stress:
         ]
         for th in threads:
             th.start()
-        deadline = t0 + self.seconds + (N_PHASES + 2) * WAIT
+        deadline = t0 + self.seconds + (self.phases + 2) * WAIT
         for th in threads:
             th.join(max(0.0, deadline - time.monotonic()))
         stuck = [th for th in threads if th.is_alive()]
@@ -528,6 +559,18 @@ class Stress:
             pytest.fail(f"{len(stuck)} stress threads hung:\n{stacks}", pytrace=False)
         if self.errors:
             pytest.fail("\n\n".join(self.errors), pytrace=False)
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (Linux: /proc; elsewhere the peak from getrusage)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
 
 
 def replay_serially(st: ThreadState) -> int:
@@ -614,3 +657,46 @@ def test_polling_stream_query_completes(stress_backend: str) -> None:
     mpsrt.synchronize()
     del buf
     assert done, "b.query() still False 10 s after b.wait_stream(a), with a's work done"
+
+
+@pytest.mark.skipif(SOAK_MINUTES <= 0, reason="set MPSRT_SOAK_MINUTES to run the soak")
+def test_soak(stress_backend: str) -> None:
+    seconds = SOAK_MINUTES * 60
+    phases = max(6, int(seconds // SOAK_PHASE))
+    gc.collect()
+    mpsrt.synchronize()
+    mpsrt.empty_cache()
+    base_driver = mpsrt.driver_allocated_memory()
+    stress = Stress(stress_backend, seconds, phases=phases, soak=True)
+    stress.baseline_active = set(stress.active_blocks())
+    dev = mpsrt.current_device()
+    prev_fraction = mpsrt._C.set_per_process_memory_fraction(0.0, dev)
+    mpsrt._C.set_per_process_memory_fraction(prev_fraction, dev)
+    try:
+        stress.run()
+    finally:
+        mpsrt._C.set_per_process_memory_fraction(prev_fraction, dev)
+    compared = sum(replay_serially(st) for st in stress.states)
+    t0 = stress.samples[0][0]
+    warm = max(2, len(stress.samples) // 5)
+    ref_rss = stress.samples[warm][1]
+    lines = [f"\n[soak {stress_backend}] {N_THREADS} threads x {seconds / 60:.1f} min"]
+    lines.append("   time   RSS (MiB)  drift   driver (released)  driver (in use)")
+    worst = 0.0
+    for i, (t, rss, driver, live) in enumerate(stress.samples):
+        drift = (rss - ref_rss) / ref_rss
+        if i >= warm:
+            worst = max(worst, abs(drift))
+        lines.append(
+            f"{t - t0:7.1f}  {rss / 2**20:10.1f}  {drift:+6.2%}  {driver:17d}  {live:15d}"
+            + ("   (warm-up)" if i < warm else "")
+        )
+    ops = sum(sum(st.ops.values()) for st in stress.states)
+    lines.append(
+        f"after warm-up: RSS drift at most {worst:.2%}; {ops} operations; "
+        f"{compared} random ops replayed"
+    )
+    print("\n".join(lines))
+    after = stress.samples[warm:]
+    assert all(d == base_driver for _, _, d, _ in after), "driver bytes did not return to baseline"
+    assert worst <= 0.01, f"RSS drifted {worst:.2%} after the warm-up (limit 1%)"

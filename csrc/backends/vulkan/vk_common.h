@@ -64,9 +64,15 @@ struct DeviceShared {
   std::unique_ptr<std::mutex[]> queue_mutexes;  // vkQueueSubmit is externally synchronised
   std::atomic<uint32_t> next_queue{0};
   uint32_t memory_type = 0;
-  uint64_t heap_limit = 0;         // largest heap create_heap accepts (the memory heap's size)
-  VkDeviceSize window_align = 16;  // storage-buffer offset alignment, at least 16
-  VkDeviceSize window_bytes = 0;   // bytes a storage-buffer window spans (a multiple of 16)
+  // Heaps are pages of our own (mmap) imported with VK_EXT_external_memory_host, on devices
+  // whose memory is the host's (cpu / integrated types): releasing a heap then returns its
+  // pages to the system at once. A driver that takes heaps from malloc (lavapipe) may keep
+  // them, and the process's resident memory creeps up in a long run.
+  std::atomic<bool> import_host{false};
+  VkDeviceSize import_align = 4096;  // minImportedHostPointerAlignment
+  uint64_t heap_limit = 0;           // largest heap create_heap accepts (the memory heap's size)
+  VkDeviceSize window_align = 16;    // storage-buffer offset alignment, at least 16
+  VkDeviceSize window_bytes = 0;     // bytes a storage-buffer window spans (a multiple of 16)
   uint64_t timestamp_mask = ~uint64_t(0);
   double timestamp_period = 1.0;
   int64_t host_offset_ns = 0;  // device time + this = host steady clock
@@ -103,6 +109,7 @@ struct Allocation {
   VkBuffer buffer = VK_NULL_HANDLE;
   void* mapped = nullptr;
   VkDeviceSize size = 0;
+  bool imported = false;  // `mapped` is our own mmap()ed range imported into Vulkan
 };
 /// Allocates `size` bytes (already rounded); false when the driver is out of memory.
 bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out);

@@ -11,7 +11,9 @@
 // Instance creation and device discovery happen once per process, on the first question
 // asked; a machine without a loader, a driver or a suitable device reports the backend
 // unavailable with the reason.
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -83,36 +85,94 @@ DeviceShared::~DeviceShared() {
   fn.vkDestroyDevice(device, nullptr);
 }
 
+namespace {
+
+// Pages of our own for an imported heap; nullptr when the system refuses them.
+void* map_pages(VkDeviceSize size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Imports `a.mapped` (size bytes of our pages) as the memory of `a.buffer`. False when the
+// driver does not accept these pages for the heap's memory type (the caller falls back).
+bool import_pages(DeviceShared& d, VkDeviceSize size, Allocation& a) {
+  auto hp =
+      make<VkMemoryHostPointerPropertiesEXT>(VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT);
+  if (d.fn.vkGetMemoryHostPointerPropertiesEXT(
+          d.device, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, a.mapped, &hp) !=
+          VK_SUCCESS ||
+      (hp.memoryTypeBits & (1u << d.memory_type)) == 0) {
+    return false;
+  }
+  auto imp =
+      make<VkImportMemoryHostPointerInfoEXT>(VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT);
+  imp.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  imp.pHostPointer = a.mapped;
+  auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+  ai.pNext = &imp;
+  ai.allocationSize = size;
+  ai.memoryTypeIndex = d.memory_type;
+  return d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory) == VK_SUCCESS;
+}
+
+}  // namespace
+
 bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
   Allocation a;
+  if (d.import_host && size % d.import_align == 0) {
+    a.mapped = map_pages(size);
+    if (a.mapped == nullptr) return false;
+    a.imported = true;
+  }
+  auto ext =
+      make<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
+  ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
   auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  if (a.imported) bi.pNext = &ext;
   bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &a.buffer);
-  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
+    if (a.imported) munmap(a.mapped, size);
+    return false;
+  }
   check(r, "vkCreateBuffer");
   VkMemoryRequirements req;
   d.fn.vkGetBufferMemoryRequirements(d.device, a.buffer, &req);
-  if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || req.size > d.heap_limit) {
+  if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || req.size > d.heap_limit ||
+      (a.imported && req.size > size)) {
     d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    if (a.imported) munmap(a.mapped, size);
     return false;
   }
-  auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
-  ai.allocationSize = req.size;
-  ai.memoryTypeIndex = d.memory_type;
-  r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
-  if (r != VK_SUCCESS) {
+  if (a.imported && !import_pages(d, size, a)) {
+    // Not importable after all: from now on heaps come from the driver.
     d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
-    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
-    fail("vkAllocateMemory", r);
+    munmap(a.mapped, size);
+    d.import_host = false;
+    return allocate(d, size, out);
+  }
+  if (!a.imported) {
+    auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = d.memory_type;
+    r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
+    if (r != VK_SUCCESS) {
+      d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+      if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+      fail("vkAllocateMemory", r);
+    }
   }
   r = d.fn.vkBindBufferMemory(d.device, a.buffer, a.memory, 0);
-  if (r == VK_SUCCESS) r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
+  if (r == VK_SUCCESS && !a.imported) {
+    r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
+  }
   if (r != VK_SUCCESS) {
     d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
     d.fn.vkFreeMemory(d.device, a.memory, nullptr);
+    if (a.imported) munmap(a.mapped, size);
     if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
         r == VK_ERROR_MEMORY_MAP_FAILED)
       return false;
@@ -127,6 +187,7 @@ void release(DeviceShared& d, Allocation& a) noexcept {
   if (a.memory == VK_NULL_HANDLE) return;
   d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
   d.fn.vkFreeMemory(d.device, a.memory, nullptr);  // unmaps implicitly
+  if (a.imported) munmap(a.mapped, a.size);        // our pages go back to the system now
   a = Allocation{};
 }
 
@@ -218,7 +279,8 @@ struct Candidate {
   uint32_t memory_type = 0;
   uint32_t memory_heap = 0;
   bool memory_budget = false;
-  bool calibrated = false;  // VK_EXT_calibrated_timestamps
+  bool calibrated = false;   // VK_EXT_calibrated_timestamps
+  bool import_host = false;  // VK_EXT_external_memory_host on a device whose memory is the host's
 };
 
 Candidate examine(VkPhysicalDevice pd) {
@@ -261,6 +323,9 @@ Candidate examine(VkPhysicalDevice pd) {
   if (!c.why.empty()) return c;
   c.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   c.calibrated = has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+  c.import_host = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
+                  (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                   props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
   // Host-visible, host-coherent memory; device-local among those if there is such a type.
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -440,6 +505,7 @@ class Device final : public backend::Device {
     std::vector<const char*> exts = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     if (c.memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (c.calibrated) exts.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+    if (c.import_host) exts.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
     auto ci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     ci.pNext = &f2;
     ci.queueCreateInfoCount = 1;
@@ -458,6 +524,9 @@ class Device final : public backend::Device {
     auto drv =
         make<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
     drv.pNext = &m3;
+    auto hostp = make<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
+    if (c.import_host) m3.pNext = &hostp;
     auto p2 = make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
     p2.pNext = &drv;
     vkGetPhysicalDeviceProperties2(c.pd, &p2);
@@ -466,6 +535,12 @@ class Device final : public backend::Device {
     const VkDeviceSize max_range = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
     d.window_bytes = max_range / d.window_align * d.window_align;
     d.timestamp_period = lim.timestampPeriod;
+    if (c.import_host) {
+      const VkDeviceSize page = static_cast<VkDeviceSize>(sysconf(_SC_PAGESIZE));
+      d.import_align = std::max<VkDeviceSize>(hostp.minImportedHostPointerAlignment, page);
+      // mmap gives page-aligned ranges: import only when that is aligned enough.
+      d.import_host = d.import_align == page;
+    }
     uint32_t nf = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(c.pd, &nf, nullptr);
     std::vector<VkQueueFamilyProperties> fams(nf);
@@ -507,9 +582,9 @@ class Device final : public backend::Device {
   const backend::DeviceInfo& info() const noexcept override { return info_; }
 
   std::unique_ptr<backend::Heap> create_heap(size_t nbytes) override {
-    constexpr size_t kPage = 4096;
+    const size_t page = d_->import_align;  // 4096 unless imported pages need more
     if (nbytes > d_->heap_limit) return nullptr;
-    const size_t size = (std::max<size_t>(nbytes, 1) + kPage - 1) / kPage * kPage;
+    const size_t size = (std::max<size_t>(nbytes, 1) + page - 1) / page * page;
     if (size > d_->heap_limit) return nullptr;
     Allocation a;
     if (!allocate(*d_, size, &a)) return nullptr;
