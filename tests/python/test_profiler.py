@@ -57,6 +57,7 @@ def workload(stream: mpsrt.Stream) -> None:
     a = mpsrt.empty(1 << 20)
     b = mpsrt.empty(1 << 20)
     f = mpsrt.empty(4096, dtype="float32")
+    c = mpsrt.empty(1 << 20)
     with profiler.range("outer"):
         a.fill_(1)
         with profiler.range("inner {}", 7):
@@ -64,7 +65,7 @@ def workload(stream: mpsrt.Stream) -> None:
             profiler.mark("between")
         f.uniform_()
         with mpsrt.stream(stream):
-            a.fill_(2)
+            c.fill_(2)  # a buffer no other stream uses meanwhile
         b.copy_(np.zeros(1 << 20, np.uint8))
     mpsrt.synchronize()
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backends/metal/metal_common.h"
+#include "backends/recording.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::metal {
@@ -41,23 +42,6 @@ using backend::CompletionFn;
 
 constexpr uint64_t kScratchBytes = uint64_t(8) << 20;
 
-uint64_t replicate(uint64_t pattern, unsigned size) {
-  switch (size) {
-    case 1:
-      return (pattern & 0xff) * 0x0101010101010101ULL;
-    case 2:
-      return (pattern & 0xffff) * 0x0001000100010001ULL;
-    case 4:
-      return (pattern & 0xffffffffULL) * 0x0000000100000001ULL;
-    default:
-      return pattern;
-  }
-}
-
-MetalHeap* heap_of(BufferRef r) {
-  return static_cast<MetalHeap*>(r.heap);
-}
-
 void name_thread(const char* name) {
 #if defined(__APPLE__)
   pthread_setname_np(name);
@@ -66,74 +50,8 @@ void name_thread(const char* name) {
 #endif
 }
 
-struct Cmd {
-  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
-  explicit Cmd(Kind k) : kind(k) {}
-  Kind kind;
-  MetalHeap* dst = nullptr;
-  MetalHeap* src = nullptr;
-  size_t dst_off = 0;
-  size_t src_off = 0;
-  size_t n = 0;
-  uint64_t value = 0;  // fill pattern (replicated) / event value
-  backend::TimelineEvent* event = nullptr;
-  uint64_t* out = nullptr;
-  std::function<void()> fn;
-  std::unique_ptr<backend::RandomParams> random;  // kRandom only
-};
-
-class CommandBuffer final : public backend::CommandBuffer {
- public:
-  void fill(BufferRef dst, size_t nbytes, uint64_t pattern, unsigned pattern_size) override {
-    Cmd c(Cmd::kFill);
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
-    c.n = nbytes;
-    c.value = replicate(pattern, pattern_size);
-    cmds.push_back(std::move(c));
-  }
-  void copy(BufferRef src, BufferRef dst, size_t nbytes) override {
-    Cmd c(Cmd::kCopy);
-    c.src = heap_of(src);
-    c.src_off = src.offset;
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
-    c.n = nbytes;
-    cmds.push_back(std::move(c));
-  }
-  void host_callback(std::function<void()> fn) override {
-    Cmd c(Cmd::kCallback);
-    c.fn = std::move(fn);
-    cmds.push_back(std::move(c));
-  }
-  void signal(backend::TimelineEvent& e, uint64_t v) override {
-    Cmd c(Cmd::kSignal);
-    c.event = &e;
-    c.value = v;
-    cmds.push_back(std::move(c));
-  }
-  void wait(backend::TimelineEvent& e, uint64_t v) override {
-    Cmd c(Cmd::kWait);
-    c.event = &e;
-    c.value = v;
-    cmds.push_back(std::move(c));
-  }
-  void random(BufferRef dst, const backend::RandomParams& p) override {
-    Cmd c(Cmd::kRandom);
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
-    c.random = std::make_unique<backend::RandomParams>(p);
-    cmds.push_back(std::move(c));
-  }
-  void timestamp(uint64_t* out) override {
-    Cmd c(Cmd::kTimestamp);
-    c.out = out;
-    cmds.push_back(std::move(c));
-  }
-  size_t size() const noexcept override { return cmds.size(); }
-
-  std::vector<Cmd> cmds;
-};
+using Cmd = backend::RecordedCmd<MetalHeap>;
+using CommandBuffer = backend::RecordingCommandBuffer<MetalHeap>;
 
 // One MTLCommandBuffer. Its completed handler records the device times and the status, and
 // wakes the completion thread.

@@ -1,0 +1,102 @@
+// A command buffer that records commands for a queue that encodes them when it is committed:
+// the vulkan and metal backends turn the recording into their own command buffers on their
+// submit threads. HeapT is the backend's Heap type.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace mpsrt::backend {
+
+/// The fill pattern of `size` bytes (1, 2, 4 or 8) repeated over 64 bits.
+inline uint64_t replicate_pattern(uint64_t pattern, unsigned size) noexcept {
+  switch (size) {
+    case 1:
+      return (pattern & 0xff) * 0x0101010101010101ULL;
+    case 2:
+      return (pattern & 0xffff) * 0x0001000100010001ULL;
+    case 4:
+      return (pattern & 0xffffffffULL) * 0x0000000100000001ULL;
+    default:
+      return pattern;
+  }
+}
+
+template <class HeapT>
+struct RecordedCmd {
+  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
+  explicit RecordedCmd(Kind k) : kind(k) {}
+  Kind kind;
+  HeapT* dst = nullptr;
+  HeapT* src = nullptr;
+  size_t dst_off = 0;
+  size_t src_off = 0;
+  size_t n = 0;
+  uint64_t value = 0;  // fill pattern (replicated) / event value
+  TimelineEvent* event = nullptr;
+  uint64_t* out = nullptr;
+  std::function<void()> fn;
+  std::unique_ptr<RandomParams> random;  // kRandom only
+};
+
+template <class HeapT>
+class RecordingCommandBuffer final : public CommandBuffer {
+ public:
+  using Cmd = RecordedCmd<HeapT>;
+
+  void fill(BufferRef dst, size_t nbytes, uint64_t pattern, unsigned pattern_size) override {
+    Cmd c(Cmd::kFill);
+    c.dst = heap_of(dst);
+    c.dst_off = dst.offset;
+    c.n = nbytes;
+    c.value = replicate_pattern(pattern, pattern_size);
+    cmds.push_back(std::move(c));
+  }
+  void copy(BufferRef src, BufferRef dst, size_t nbytes) override {
+    Cmd c(Cmd::kCopy);
+    c.src = heap_of(src);
+    c.src_off = src.offset;
+    c.dst = heap_of(dst);
+    c.dst_off = dst.offset;
+    c.n = nbytes;
+    cmds.push_back(std::move(c));
+  }
+  void host_callback(std::function<void()> fn) override {
+    Cmd c(Cmd::kCallback);
+    c.fn = std::move(fn);
+    cmds.push_back(std::move(c));
+  }
+  void signal(TimelineEvent& e, uint64_t v) override { push_event(Cmd::kSignal, e, v); }
+  void wait(TimelineEvent& e, uint64_t v) override { push_event(Cmd::kWait, e, v); }
+  void random(BufferRef dst, const RandomParams& p) override {
+    Cmd c(Cmd::kRandom);
+    c.dst = heap_of(dst);
+    c.dst_off = dst.offset;
+    c.random = std::make_unique<RandomParams>(p);
+    cmds.push_back(std::move(c));
+  }
+  void timestamp(uint64_t* out) override {
+    Cmd c(Cmd::kTimestamp);
+    c.out = out;
+    cmds.push_back(std::move(c));
+  }
+  size_t size() const noexcept override { return cmds.size(); }
+
+  std::vector<Cmd> cmds;
+
+ private:
+  static HeapT* heap_of(BufferRef r) { return static_cast<HeapT*>(r.heap); }
+  void push_event(typename Cmd::Kind k, TimelineEvent& e, uint64_t v) {
+    Cmd c(k);
+    c.event = &e;
+    c.value = v;
+    cmds.push_back(std::move(c));
+  }
+};
+
+}  // namespace mpsrt::backend
