@@ -21,7 +21,8 @@ SOAK_PHASE seconds all threads stop, every buffer is released, the cache is empt
 process's resident memory (RSS) and the driver's bytes are sampled; the series is printed.
 After the warm-up (the first fifth of the samples, at least two) both must stay flat: driver
 bytes back at the baseline every time, RSS within 1% of its first post-warm-up sample. Without
-the variable the soak test is skipped.
+the variable the soak test is skipped. The random numbers replayed at the end are those of
+the warm-up (the log is not written later, so that it does not count as drift).
 """
 
 from __future__ import annotations
@@ -228,6 +229,9 @@ class Stress:
         self.soak = soak  # each quiescent point releases everything and samples memory
         self.samples: list[tuple[float, int, int, int]] = []  # time, RSS, driver, driver live
         self.rng_log_cap = SOAK_RNG_LOG if soak else sys.maxsize
+        # Soak: the replay log (and the normals it keeps) is only written during the warm-up,
+        # so that what it holds does not count as drift.
+        self.log_until = math.inf
         self.registry = Registry()
         self.errors: list[str] = []
         self.errors_lock = threading.Lock()
@@ -446,7 +450,7 @@ class Stress:
         if st.rng.random() < 0.05:
             seed = st.rng.getrandbits(64)
             st.gen.manual_seed(seed)
-            if len(st.rng_log) < self.rng_log_cap:
+            if self.logging(st):
                 st.rng_log.append(RngRecord("seed", seed, 0, 0, 0, None, None))
             return
         op = st.rng.choice(RNG_OPS)
@@ -465,12 +469,15 @@ class Stress:
                 rec = RngRecord(op, arg, n, before, after, None, values)
             else:
                 rec = RngRecord(op, arg, n, before, after, rng_digest(out), None)
-            if len(st.rng_log) < self.rng_log_cap:
+            if self.logging(st):
                 st.rng_log.append(rec)
         finally:
             self.registry.remove(addr)
             del out
         st.ops["rng"] += 1
+
+    def logging(self, st: ThreadState) -> bool:
+        return len(st.rng_log) < self.rng_log_cap and time.monotonic() < self.log_until
 
     def empty_cache(self, st: ThreadState) -> None:
         mpsrt.empty_cache()
@@ -539,6 +546,8 @@ class Stress:
 
     def run(self) -> None:
         t0 = time.monotonic() + 0.05
+        if self.soak:
+            self.log_until = t0 + 0.8 * soak_warmup(self.phases) * self.seconds / self.phases
         threads = [
             threading.Thread(target=self.worker, args=(t, t0), name=f"stress-{t}", daemon=True)
             for t in range(N_THREADS)
@@ -559,6 +568,11 @@ class Stress:
             pytest.fail(f"{len(stuck)} stress threads hung:\n{stacks}", pytrace=False)
         if self.errors:
             pytest.fail("\n\n".join(self.errors), pytrace=False)
+
+
+def soak_warmup(samples: int) -> int:
+    """Soak samples that are warm-up: the first fifth, at least two."""
+    return max(2, samples // 5)
 
 
 def rss_bytes() -> int:
@@ -678,7 +692,7 @@ def test_soak(stress_backend: str) -> None:
         mpsrt._C.set_per_process_memory_fraction(prev_fraction, dev)
     compared = sum(replay_serially(st) for st in stress.states)
     t0 = stress.samples[0][0]
-    warm = max(2, len(stress.samples) // 5)
+    warm = soak_warmup(len(stress.samples))
     ref_rss = stress.samples[warm][1]
     lines = [f"\n[soak {stress_backend}] {N_THREADS} threads x {seconds / 60:.1f} min"]
     lines.append("   time   RSS (MiB)  drift   driver (released)  driver (in use)")
