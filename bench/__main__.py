@@ -70,6 +70,7 @@ def _header(backends: list[str]) -> dict[str, object]:
     return {
         "mpsrt": mpsrt.__version__,
         "backends": ", ".join(backends),
+        "default backend": mpsrt.backend_info()["reason"],
         "cpu": _cpu_model(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,

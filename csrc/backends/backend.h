@@ -219,6 +219,12 @@ class Backend {
   virtual bool is_available() noexcept = 0;
   /// Why it is unavailable, for error messages ("" when available).
   virtual std::string unavailable_reason() = 0;
+  /// When every usable device of this backend is a software implementation that runs on the
+  /// host's CPU (Vulkan's lavapipe or SwiftShader), says so, e.g. "llvmpipe (LLVM 15.0.6, 256
+  /// bits) is a software device"; "" when it has a hardware device or is unavailable. The core
+  /// then prefers the cpu backend, which does the same work natively on the same cores, unless
+  /// MPSRT_BACKEND names this one. Never throws.
+  virtual std::string software_only() { return {}; }
   virtual int device_count() = 0;
   virtual std::unique_ptr<Device> open_device(int index) = 0;
   /// Whether a process forked after this backend started (created driver objects) may use it.
@@ -229,7 +235,8 @@ class Backend {
   virtual void after_fork_child() noexcept {}
 };
 
-/// Every backend, best first: metal, vulkan, cpu. Unbuilt ones report is_built() == false.
+/// Every backend, best first: metal, vulkan, cpu (a backend whose devices are all software
+/// ones ranks after cpu: see Backend::software_only). Unbuilt ones report is_built() == false.
 const std::vector<Backend*>& all_backends();
 Backend& cpu_backend();
 Backend& vulkan_backend();

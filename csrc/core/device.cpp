@@ -29,10 +29,14 @@ std::vector<std::string> built_backends() {
   return out;
 }
 
+std::string backend_reason() {
+  return Runtime::get().backend_reason();
+}
+
 std::vector<std::string> available_backends() {
   std::vector<std::string> out;
-  for (backend::Backend* b : backend::all_backends()) {
-    if (b->is_built() && b->is_available()) out.emplace_back(b->name());
+  for (backend::Backend* b : detail::preferred_backends(backend::all_backends())) {
+    out.emplace_back(b->name());
   }
   return out;
 }

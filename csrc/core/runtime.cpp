@@ -56,34 +56,61 @@ std::string join_names(const std::vector<std::string>& v) {
   return s.empty() ? "(none)" : s;
 }
 
-backend::Backend& choose_backend(const Options& o) {
+}  // namespace
+
+std::vector<backend::Backend*> preferred_backends(const std::vector<backend::Backend*>& all) {
+  std::vector<backend::Backend*> hardware, software;
+  for (backend::Backend* b : all) {
+    if (!b->is_built() || !b->is_available()) continue;
+    (b->software_only().empty() ? hardware : software).push_back(b);
+  }
+  hardware.insert(hardware.end(), software.begin(), software.end());
+  return hardware;
+}
+
+BackendChoice choose_backend(const std::string& wanted, const std::vector<backend::Backend*>& all) {
   std::vector<std::string> built;
-  for (backend::Backend* b : backend::all_backends()) {
+  for (backend::Backend* b : all) {
     if (b->is_built()) built.push_back(b->name());
   }
-  if (o.backend.empty()) {
-    for (backend::Backend* b : backend::all_backends()) {
-      if (b->is_built() && b->is_available()) return *b;
+  if (wanted.empty()) {
+    const std::vector<backend::Backend*> order = preferred_backends(all);
+    if (order.empty()) {
+      throw_error("[runtime] no backend of this build works on this machine (built: " +
+                  join_names(built) + ")");
     }
-    throw_error("[runtime] no backend of this build works on this machine (built: " +
-                join_names(built) + ")");
+    backend::Backend* chosen = order.front();
+    std::string reason = std::string(chosen->name()) + ": the best available backend";
+    const std::string own = chosen->software_only();
+    if (!own.empty()) reason += "; " + own + "; no hardware backend is available";
+    // Name what was passed over for being a software device, and how to have it anyway.
+    for (backend::Backend* b : order) {
+      if (b == chosen) continue;
+      const std::string why = b->software_only();
+      if (why.empty()) continue;
+      reason += std::string("; ") + b->name() + ": " + why + "; using " + chosen->name() +
+                " (set MPSRT_BACKEND=" + b->name() + " to use it)";
+    }
+    return {chosen, reason};
   }
-  for (backend::Backend* b : backend::all_backends()) {
-    if (o.backend != b->name()) continue;
+  for (backend::Backend* b : all) {
+    if (wanted != b->name()) continue;
     if (!b->is_built()) {
-      throw_invalid("[runtime] MPSRT_BACKEND=" + o.backend + ": " + b->unavailable_reason() +
+      throw_invalid("[runtime] MPSRT_BACKEND=" + wanted + ": " + b->unavailable_reason() +
                     "; built backends: " + join_names(built));
     }
     if (!b->is_available()) {
-      throw_error("[runtime] MPSRT_BACKEND=" + o.backend + " cannot start: " +
+      throw_error("[runtime] MPSRT_BACKEND=" + wanted + " cannot start: " +
                   b->unavailable_reason() + "; unset MPSRT_BACKEND to use the best available one");
     }
-    return *b;
+    std::string reason = wanted + ": chosen by MPSRT_BACKEND";
+    const std::string sw = b->software_only();
+    if (!sw.empty()) reason += "; " + sw;
+    return {b, reason};
   }
-  throw_invalid("[runtime] MPSRT_BACKEND=" + o.backend +
+  throw_invalid("[runtime] MPSRT_BACKEND=" + wanted +
                 " is not a backend; built backends: " + join_names(built));
 }
-}  // namespace
 
 DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
                              const Options& options)
@@ -217,7 +244,9 @@ void DeviceContext::wait_idle() {
 Runtime::Runtime(Options options) : options_(std::move(options)) {
   // One generation per runtime: every device of it shares the thread-local stream table.
   g_generation.fetch_add(1);
-  backend_ = &choose_backend(options_);
+  BackendChoice choice = choose_backend(options_.backend, backend::all_backends());
+  backend_ = choice.backend;
+  backend_reason_ = std::move(choice.reason);
   if (fork_generation() != 0 && !backend_->usable_after_fork()) {
     throw_error(std::string("[runtime] the ") + backend_->name() +
                 " backend started before this process was forked, and its driver cannot be "

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -108,6 +109,20 @@ class DeviceContext {
   std::shared_ptr<GeneratorImpl> generator_;
 };
 
+/// The built backends that work on this machine, best first: those with a hardware device in
+/// the order given, then those whose devices are all software ones (Backend::software_only).
+std::vector<backend::Backend*> preferred_backends(const std::vector<backend::Backend*>& all);
+
+/// The backend the runtime uses, and a sentence saying why, for users.
+struct BackendChoice {
+  backend::Backend* backend = nullptr;
+  std::string reason;
+};
+/// `wanted` is MPSRT_BACKEND ("" when unset: the first of preferred_backends(all)). Throws
+/// std::invalid_argument for an unknown or unbuilt name, mpsrt::Error when the named backend
+/// or every backend is unavailable.
+BackendChoice choose_backend(const std::string& wanted, const std::vector<backend::Backend*>& all);
+
 class Runtime {
  public:
   /// The runtime, initialised on first use. Throws std::invalid_argument for a bad option and
@@ -123,6 +138,8 @@ class Runtime {
 
   const Options& options() const noexcept { return options_; }
   backend::Backend& backend() const noexcept { return *backend_; }
+  /// Why backend() was chosen (see choose_backend).
+  const std::string& backend_reason() const noexcept { return backend_reason_; }
   int device_count() const noexcept { return device_count_; }
   /// An index checked against device_count(); -1 means the calling thread's current device.
   int resolve(int index) const { return check(index == -1 ? current_device_slot() : index); }
@@ -156,6 +173,7 @@ class Runtime {
   static std::atomic<Runtime*> instance_;
   Options options_;
   backend::Backend* backend_ = nullptr;
+  std::string backend_reason_;
   int device_count_ = 0;
   std::unique_ptr<std::atomic<DeviceContext*>[]> devices_;
   mutable std::mutex open_mu_;

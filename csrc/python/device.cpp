@@ -60,6 +60,7 @@ void init_device(nb::module_& m) {
 
   m.def("is_available", &is_available, "True when the active backend has a device.");
   m.def("backend", &backend_name, "The active backend: 'cpu', 'vulkan' or 'metal'.");
+  m.def("backend_reason", &backend_reason, "Why the active backend was chosen.");
   m.def("built_backends", &built_backends, "Backends compiled into this build.");
   m.def("available_backends", &available_backends,
         "Backends compiled into this build that work on this machine, best first.");

@@ -59,6 +59,22 @@ device_count = _C.device_count
 current_device = _C.current_device
 
 
+def backend_info() -> dict[str, Any]:
+    """The active backend and why it was chosen.
+
+    ``{"backend": "cpu", "reason": "...", "available": [...], "built": [...]}``: unset
+    ``MPSRT_BACKEND`` picks metal, then vulkan on a hardware GPU, then cpu, and only then a
+    backend whose devices are all software ones (Vulkan's lavapipe); ``reason`` names what
+    was passed over and how to choose it. ``available`` is best first.
+    """
+    return {
+        "backend": _C.backend(),
+        "reason": _C.backend_reason(),
+        "available": _C.available_backends(),
+        "built": _C.built_backends(),
+    }
+
+
 def set_device(device: DeviceLike) -> None:
     """Sets the calling thread's current device (an index or a device string)."""
     _C.set_device(device_index(device, optional=False, caller="set_device"))
@@ -114,6 +130,7 @@ __all__ = [
     "__version__",
     "available_backends",
     "backend",
+    "backend_info",
     "bernoulli",
     "comm",
     "current_allocated_memory",

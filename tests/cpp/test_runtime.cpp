@@ -141,10 +141,90 @@ TEST_F(RuntimeTest, BackendNameAndLists) {
   for (const std::string& b : built) {
     EXPECT_TRUE(b == "cpu" || b == "vulkan" || b == "metal") << b;
   }
-  // Without MPSRT_BACKEND the best available backend is chosen.
+  // Without MPSRT_BACKEND the best available backend is chosen, and the reason says so.
   use_env({});
   ASSERT_FALSE(available.empty());
   EXPECT_EQ(mpsrt::backend_name(), available.front());
+  EXPECT_EQ(mpsrt::backend_reason().rfind(available.front() + ": the best available backend", 0),
+            0u)
+      << mpsrt::backend_reason();
+  // A software Vulkan device (lavapipe) is never the default while cpu works, but forcing it
+  // still works and the reason says what it is.
+  for (mpsrt::backend::Backend* b : mpsrt::backend::all_backends()) {
+    if (!b->is_built() || !b->is_available() || b->software_only().empty()) continue;
+    SCOPED_TRACE(b->name());
+    use_env({});
+    EXPECT_EQ(mpsrt::backend_name(), "cpu");
+    const std::string reason = mpsrt::backend_reason();
+    EXPECT_NE(reason.find(std::string("set MPSRT_BACKEND=") + b->name() + " to use it"),
+              std::string::npos)
+        << reason;
+    EXPECT_NE(reason.find("is a software device"), std::string::npos) << reason;
+    use_env({{"MPSRT_BACKEND", b->name()}});
+    EXPECT_EQ(mpsrt::backend_name(), b->name());
+    EXPECT_NE(mpsrt::backend_reason().find("chosen by MPSRT_BACKEND"), std::string::npos);
+    EXPECT_GT(mpsrt::device_count(), 0);
+  }
+}
+
+// Stand-in backends for the selection rule: name, built, available, software.
+class FakeBackend final : public mpsrt::backend::Backend {
+ public:
+  FakeBackend(const char* name, bool built, bool available, const char* software)
+      : name_(name), built_(built), available_(available), software_(software) {}
+  const char* name() const noexcept override { return name_; }
+  bool is_built() const noexcept override { return built_; }
+  bool is_available() noexcept override { return built_ && available_; }
+  std::string unavailable_reason() override { return available_ ? "" : "[fake] no device"; }
+  std::string software_only() override { return is_available() ? software_ : ""; }
+  int device_count() override { return 1; }
+  std::unique_ptr<mpsrt::backend::Device> open_device(int) override { return nullptr; }
+
+ private:
+  const char* name_;
+  bool built_, available_;
+  const char* software_;
+};
+
+TEST(BackendChoice, HardwareFirstThenCpuThenSoftware) {
+  using mpsrt::detail::choose_backend;
+  FakeBackend metal("metal", false, false, "");
+  FakeBackend vk_sw("vulkan", true, true, "llvmpipe is a software device");
+  FakeBackend vk_hw("vulkan", true, true, "");
+  FakeBackend cpu("cpu", true, true, "");
+  FakeBackend no_cpu("cpu", true, false, "");
+
+  // A real GPU wins over cpu.
+  auto c = choose_backend("", {&metal, &vk_hw, &cpu});
+  EXPECT_EQ(c.backend, &vk_hw);
+  EXPECT_EQ(c.reason, "vulkan: the best available backend");
+
+  // A software device ranks after cpu, and the reason says how to have it anyway.
+  c = choose_backend("", {&metal, &vk_sw, &cpu});
+  EXPECT_EQ(c.backend, &cpu);
+  EXPECT_EQ(c.reason,
+            "cpu: the best available backend; vulkan: llvmpipe is a software device; using cpu "
+            "(set MPSRT_BACKEND=vulkan to use it)");
+  const auto order = mpsrt::detail::preferred_backends({&metal, &vk_sw, &cpu});
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], &cpu);
+  EXPECT_EQ(order[1], &vk_sw);
+
+  // ... but it is still used when nothing else works.
+  c = choose_backend("", {&metal, &vk_sw, &no_cpu});
+  EXPECT_EQ(c.backend, &vk_sw);
+  EXPECT_NE(c.reason.find("no hardware backend is available"), std::string::npos) << c.reason;
+
+  // Named explicitly, a software device is used, and the reason says what it is.
+  c = choose_backend("vulkan", {&metal, &vk_sw, &cpu});
+  EXPECT_EQ(c.backend, &vk_sw);
+  EXPECT_EQ(c.reason, "vulkan: chosen by MPSRT_BACKEND; llvmpipe is a software device");
+
+  // Errors as before: unknown, unbuilt, unavailable, nothing at all.
+  EXPECT_THROW(choose_backend("opengl", {&metal, &vk_sw, &cpu}), std::invalid_argument);
+  EXPECT_THROW(choose_backend("metal", {&metal, &vk_sw, &cpu}), std::invalid_argument);
+  EXPECT_THROW(choose_backend("cpu", {&metal, &no_cpu}), mpsrt::Error);
+  EXPECT_THROW(choose_backend("", {&metal, &no_cpu}), mpsrt::Error);
 }
 
 TEST_F(RuntimeTest, UnbuiltBackendIsAnInvalidArgumentNamingTheBuiltOnes) {

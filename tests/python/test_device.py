@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import mpsrt
 import pytest
+from conftest import run_python
 
 
 class FakeTorchDevice:
@@ -22,6 +24,40 @@ def test_backend_is_active(backend: str) -> None:
     assert set(mpsrt.available_backends()) <= set(mpsrt._C.built_backends())
     assert mpsrt.is_available() is True
     assert mpsrt.device_count() >= 1
+
+
+_INFO = "import json, mpsrt; print(json.dumps(mpsrt.backend_info()))"
+
+
+def test_default_backend_prefers_hardware_then_cpu_then_software() -> None:
+    """Unset MPSRT_BACKEND: metal, vulkan on a hardware GPU, cpu, then software Vulkan."""
+    r = run_python(_INFO)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["backend"] == info["available"][0]
+    assert set(info["available"]) <= set(info["built"])
+    assert info["reason"].startswith(f"{info['backend']}: the best available backend")
+    if "vulkan" not in info["available"]:
+        return
+    forced = run_python(_INFO, backend="vulkan")
+    assert forced.returncode == 0, forced.stderr
+    finfo = json.loads(forced.stdout)
+    assert finfo["backend"] == "vulkan"
+    assert finfo["reason"].startswith("vulkan: chosen by MPSRT_BACKEND")
+    if "is a software device" in finfo["reason"]:  # lavapipe or SwiftShader, not a GPU
+        assert info["backend"] == "cpu"
+        assert info["available"].index("cpu") < info["available"].index("vulkan")
+        assert "set MPSRT_BACKEND=vulkan to use it" in info["reason"]
+        assert "is a software device" in info["reason"]
+    else:
+        assert info["backend"] in ("metal", "vulkan")
+
+
+def test_backend_info_describes_the_running_backend(backend: str) -> None:
+    info = mpsrt.backend_info()
+    assert info["backend"] == backend == mpsrt.backend()
+    assert info["available"] == mpsrt.available_backends()
+    assert info["reason"].startswith(f"{backend}: ")
 
 
 def test_properties_are_real(backend: str) -> None:

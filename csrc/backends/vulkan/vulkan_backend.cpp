@@ -274,6 +274,7 @@ struct Candidate {
   VkPhysicalDevice pd = VK_NULL_HANDLE;
   std::string name;
   std::string why;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t family = 0;
   uint32_t queue_count = 0;
   uint32_t memory_type = 0;
@@ -289,6 +290,7 @@ Candidate examine(VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(pd, &props);
   c.name = props.deviceName;
+  c.type = props.deviceType;
   if (props.apiVersion < VK_API_VERSION_1_2) {
     c.why = "needs Vulkan 1.2";
     return c;
@@ -432,6 +434,25 @@ struct Instance {
         skipped += (skipped.empty() ? "" : "; ") + c.name + ": " + c.why;
       }
     }
+    // Hardware first (discrete, integrated, virtual, other), software (CPU) devices last, so
+    // that device 0 is the real GPU where there is one.
+    auto rank = [](VkPhysicalDeviceType t) {
+      switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+          return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+          return 1;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+          return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU:
+          return 4;
+        default:
+          return 3;
+      }
+    };
+    std::stable_sort(devices.begin(), devices.end(), [&](const Candidate& a, const Candidate& b) {
+      return rank(a.type) < rank(b.type);
+    });
     if (devices.empty()) {
       why = "[vulkan] no usable Vulkan device" +
             (skipped.empty() ? std::string(" was found") : " (" + skipped + ")") +
@@ -620,6 +641,17 @@ class Backend final : public backend::Backend {
   }
   std::string unavailable_reason() override {
     return is_available() ? std::string() : instance().why;
+  }
+  std::string software_only() override {
+    if (!is_available()) return {};
+    std::string names;
+    for (const Candidate& c : instance().devices) {
+      if (c.type != VK_PHYSICAL_DEVICE_TYPE_CPU) return {};
+      names += (names.empty() ? "" : ", ") + c.name;
+    }
+    const bool one = instance().devices.size() == 1;
+    return names + (one ? " is a software device" : " are software devices") +
+           ", Vulkan emulated on the CPU";
   }
   bool usable_after_fork() const noexcept override { return !g_started.load(); }
   int device_count() override {

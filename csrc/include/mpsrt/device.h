@@ -28,7 +28,13 @@ MPSRT_API bool is_available();
 MPSRT_API std::string backend_name();
 /// Backends compiled into this build, whether or not they work on this machine.
 MPSRT_API std::vector<std::string> built_backends();
-/// Backends compiled into this build that work on this machine, best first.
+/// Why the active backend was chosen, for users: e.g. "cpu: the best available backend;
+/// vulkan: llvmpipe (LLVM 15.0.6, 256 bits) is a software device, Vulkan emulated on the CPU;
+/// using cpu (set MPSRT_BACKEND=vulkan to use it)". Unset MPSRT_BACKEND picks metal, then
+/// vulkan on a hardware GPU, then cpu, and only then a backend whose devices are all software.
+MPSRT_API std::string backend_reason();
+/// Backends compiled into this build that work on this machine, best first (the order in which
+/// an unset MPSRT_BACKEND considers them).
 MPSRT_API std::vector<std::string> available_backends();
 
 MPSRT_API int device_count();
