@@ -5,9 +5,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "mpsrt/allocator.h"
 #include "mpsrt/device.h"
@@ -237,6 +239,85 @@ nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle self) {
                        dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
 }
 
+// A host copy of the buffer's bytes, owned by the returned array (DLPack copy=True).
+nb::ndarray<> host_copy(const PyBuffer& b) {
+  check_live(b);
+  const void* src = b.buf.host_ptr();
+  if (src == nullptr && b.nbytes != 0) {
+    throw std::runtime_error("[buffer] this device's memory is not host-visible; copy it first");
+  }
+  std::unique_ptr<uint8_t[]> bytes(new uint8_t[std::max<size_t>(b.nbytes, 1)]);
+  if (b.nbytes != 0) std::memcpy(bytes.get(), src, b.nbytes);
+  nb::capsule owner(bytes.get(), [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  void* p = bytes.release();
+  std::vector<size_t> shape(b.shape.begin(), b.shape.end());
+  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
+                       dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
+}
+
+// __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None), as the array API
+// defines it for a producer whose memory the host reads directly (kDLCPU).
+nb::object dlpack_export(nb::handle self, nb::kwargs kwargs) {
+  PyBuffer& b = buffer_self(self, "__dlpack__()");
+  nb::object stream = nb::none(), max_version = nb::none(), dl_device = nb::none(),
+             copy = nb::none();
+  for (auto [key, value] : kwargs) {
+    const std::string k = nb::cast<std::string>(nb::str(key));
+    if (k == "stream") {
+      stream = nb::borrow(value);
+    } else if (k == "max_version") {
+      max_version = nb::borrow(value);
+    } else if (k == "dl_device") {
+      dl_device = nb::borrow(value);
+    } else if (k == "copy") {
+      copy = nb::borrow(value);
+    } else {
+      throw nb::type_error(("__dlpack__(): unsupported keyword argument '" + k +
+                            "'; expected stream, max_version, dl_device or copy")
+                               .c_str());
+    }
+  }
+  bool wait = true;
+  if (!stream.is_none()) {
+    if (PyBool_Check(stream.ptr()) || !PyLong_Check(stream.ptr())) {
+      type_error_got("__dlpack__(): stream must be None, -1 or an int >= 0", stream);
+    }
+    const long long v = PyLong_AsLongLong(stream.ptr());
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw nb::value_error("__dlpack__(): stream is out of range; expected None, -1 or an int");
+    }
+    if (v < -1) {
+      throw nb::value_error(("__dlpack__(): stream " + std::to_string(v) +
+                             " is not valid; expected None, -1 (no synchronisation) or an int "
+                             ">= 0")
+                                .c_str());
+    }
+    wait = v != -1;
+  }
+  if (!dl_device.is_none()) {
+    if (!nb::isinstance<nb::tuple>(dl_device) || nb::len(dl_device) != 2) {
+      type_error_got("__dlpack__(): dl_device must be None or a (device_type, index) tuple",
+                     dl_device);
+    }
+    if (!dl_device.equal(nb::make_tuple(int(nb::device::cpu::value), 0))) {
+      throw nb::buffer_error(
+          "__dlpack__: mpsrt buffers can only be exported to the device (kDLCPU, 0)");
+    }
+  }
+  bool copy_bytes = false;
+  if (!copy.is_none()) {
+    if (!PyBool_Check(copy.ptr()))
+      type_error_got("__dlpack__(): copy must be None or a bool", copy);
+    copy_bytes = copy.ptr() == Py_True;
+  }
+  if (wait || copy_bytes) wait_for(b);
+  nb::object nd =
+      nb::cast(nb::ndarray<nb::array_api>(copy_bytes ? host_copy(b) : as_ndarray(b, self)));
+  // nanobind checks max_version and returns a versioned capsule for (1, 0) and later.
+  return nd.attr("__dlpack__")(nb::arg("max_version") = max_version);
+}
+
 std::string repr(const PyBuffer& b) {
   std::string shape;
   for (int64_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
@@ -350,26 +431,11 @@ void init_memory(nb::module_& m) {
             return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.buf.host_ptr(), 1, shape, self);
           },
           "A flat uint8 numpy view of the bytes (waits for pending work first).")
-      .def(
-          "__dlpack__",
-          [](nb::handle self, nb::kwargs kwargs) {
-            PyBuffer& b = buffer_self(self, "__dlpack__()");
-            if (kwargs.contains("copy") && PyObject_IsTrue(kwargs["copy"].ptr()) == 1) {
-              throw nb::buffer_error("__dlpack__(copy=True): mpsrt exports without copying");
-            }
-            if (kwargs.contains("dl_device") && !kwargs["dl_device"].is_none() &&
-                !kwargs["dl_device"].equal(nb::make_tuple(int(nb::device::cpu::value), 0))) {
-              throw nb::buffer_error(
-                  "__dlpack__: mpsrt buffers can only be exported to the "
-                  "device (kDLCPU, 0)");
-            }
-            wait_for(b);
-            // An unversioned DLPack capsule, which every consumer accepts; the stream and
-            // max_version keywords need nothing more once the buffer's work is done.
-            nb::object nd = nb::cast(nb::ndarray<nb::array_api>(as_ndarray(b, self)));
-            return nd.attr("__dlpack__")(**kwargs);
-          },
-          "DLPack export, zero-copy (waits for pending work on the buffer first).")
+      .def("__dlpack__", &dlpack_export,
+           "DLPack export (array API rules). stream: None waits for the buffer's pending work,\n"
+           "-1 skips that (the consumer orders its reads itself), another int >= 0 waits too.\n"
+           "max_version >= (1, 0) gives a versioned (writable) capsule; dl_device must be\n"
+           "None or (kDLCPU, 0); copy=True exports a host copy, None/False share the memory.")
       .def("__dlpack_device__",
            [](const PyBuffer&) { return nb::make_tuple(int(nb::device::cpu::value), 0); })
       .def(

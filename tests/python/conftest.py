@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -73,3 +74,33 @@ def run_python(code: str, backend: str | None = None, **env: str) -> subprocess.
     return subprocess.run(
         [sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120
     )
+
+
+PATIENCE = 10.0  # seconds before something that must happen is declared lost
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.started = threading.Event()
+
+    def open(self) -> None:
+        self.event.set()
+
+
+@contextmanager
+def blocked(stream: mpsrt.Stream) -> Iterator[Gate]:
+    """Blocks `stream` behind a host callback until the gate opens (at the latest when the block
+    ends). Returns once the callback runs: the stream is known to be busy."""
+    gate = Gate()
+
+    def wait() -> None:
+        gate.started.set()
+        gate.event.wait(PATIENCE)
+
+    stream.add_callback(wait)
+    try:
+        assert gate.started.wait(PATIENCE), "a host callback on an idle stream never ran"
+        yield gate
+    finally:
+        gate.open()

@@ -356,6 +356,7 @@ for _name, _f in [
     ("recommended_max_memory", mpsrt.recommended_max_memory),
     ("empty_cache", mpsrt.empty_cache),
     ("options", mpsrt.options),
+    ("backend_info", mpsrt.backend_info),
     ("seed", mpsrt.seed),
     ("seed_all", mpsrt.seed_all),
     ("initial_seed", mpsrt.initial_seed),
@@ -477,9 +478,16 @@ case(
 )
 case(
     "Buffer-__dlpack__-copy",
-    lambda c: c.buf.__dlpack__(copy=True),
-    BufferError,
-    "mpsrt exports without copying",
+    lambda c: c.buf.__dlpack__(copy="yes"),
+    TypeError,
+    "copy must be None or a bool",
+    "Buffer",
+)
+case(
+    "Buffer-__dlpack__-stream",
+    lambda c: c.buf.__dlpack__(stream="default"),
+    TypeError,
+    "stream must be None, -1 or an int >= 0",
     "Buffer",
 )
 case(

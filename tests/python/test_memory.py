@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import mpsrt
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import PATIENCE, blocked, run_python
 from mpsrt import memory
 
 KiB = 1 << 10
@@ -207,13 +207,84 @@ def test_numpy_from_dlpack_shares_memory(name: str) -> None:
     assert (a == 1).all(), "a device fill is visible through the DLPack array"
 
 
-def test_dlpack_refuses_a_copy_or_another_device() -> None:
+def test_dlpack_refuses_another_device() -> None:
     b = mpsrt.empty(8)
-    with pytest.raises(BufferError):
-        b.__dlpack__(copy=True)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match=r"\(kDLCPU, 0\)"):
         b.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match=r"\(kDLCPU, 0\)"):
+        b.__dlpack__(dl_device=(1, 1))
+    assert np.from_dlpack(b, device="cpu").ctypes.data == b.data_ptr
+    b.__dlpack__(dl_device=(1, 0))  # the device it is on
     assert np.from_dlpack(b).ctypes.data == b.data_ptr
+
+
+def test_dlpack_copy_true_exports_an_independent_host_copy() -> None:
+    b = mpsrt.empty((2, 3), dtype="int32").fill_(7)
+    a = np.from_dlpack(b, copy=True)
+    assert a.ctypes.data != b.data_ptr and a.shape == (2, 3) and a.dtype == np.int32
+    assert (a == 7).all(), "the copy holds the buffer's data, after its pending fill"
+    b.fill_(1)
+    mpsrt.synchronize()
+    assert (a == 7).all(), "the copy does not follow later writes to the buffer"
+    a[...] = 3
+    assert (b.numpy() == 1).all(), "writes to the copy do not reach the buffer"
+    del b
+    gc.collect()
+    assert (a == 3).all(), "the copy outlives the buffer"
+    shared = np.from_dlpack(mpsrt.empty(4).fill_(1), copy=False)
+    assert shared.flags.writeable and (shared == 1).all()
+
+
+@pytest.mark.parametrize("max_version", [None, (0, 8), (1, 0), (1, 5), (2, 0)])
+def test_dlpack_max_version_chooses_the_capsule(max_version) -> None:
+    b = mpsrt.empty(4)
+    capsule = b.__dlpack__(max_version=max_version)
+    versioned = max_version is not None and max_version >= (1, 0)
+    assert type(capsule).__name__ == "PyCapsule"
+    assert ("dltensor_versioned" if versioned else "dltensor") in repr(capsule)
+
+
+def test_dlpack_stream_none_waits_and_minus_one_does_not() -> None:
+    s = mpsrt.Stream()
+    b = mpsrt.empty(1 << 16)
+    with blocked(s):
+        with mpsrt.stream(s):
+            b.fill_(5)  # queued behind the gate
+        b.__dlpack__(stream=-1)  # the consumer orders its own reads: returns at once
+        assert not s.query(), "stream=-1 waited for the buffer's pending work"
+        done = threading.Event()
+        waiter = threading.Thread(target=lambda: (b.__dlpack__(stream=None), done.set()))
+        waiter.start()
+        assert not done.wait(0.2), "stream=None returned before the buffer's work was done"
+    waiter.join(PATIENCE)
+    assert done.is_set() and s.query()
+    b.__dlpack__(stream=3)  # an int >= 0 waits as None does
+    assert (np.from_dlpack(b) == 5).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "text"),
+    [
+        ({"stream": "default"}, TypeError, "stream must be None, -1 or an int >= 0"),
+        ({"stream": 1.0}, TypeError, "stream must be None, -1 or an int >= 0"),
+        ({"stream": True}, TypeError, "stream must be None, -1 or an int >= 0"),
+        ({"stream": -2}, ValueError, "stream -2 is not valid"),
+        ({"stream": 1 << 70}, ValueError, "stream is out of range"),
+        ({"copy": "yes"}, TypeError, "copy must be None or a bool"),
+        ({"copy": 1}, TypeError, "copy must be None or a bool"),
+        ({"dl_device": [1, 0]}, TypeError, "dl_device must be None or a (device_type, index)"),
+        ({"dl_device": (1, 0, 0)}, TypeError, "dl_device must be None or a (device_type"),
+        ({"max_version": "1.0"}, TypeError, "max_version must be None or tuple[int, int]"),
+        ({"bogus": 1}, TypeError, "unsupported keyword argument 'bogus'"),
+    ],
+)
+def test_dlpack_bad_keywords(kwargs, exc, text) -> None:
+    b = mpsrt.empty(4).fill_(1)
+    with pytest.raises(exc, match=re.escape(text)):
+        b.__dlpack__(**kwargs)
+    assert (np.from_dlpack(b) == 1).all(), "the buffer is still usable"
+    gc.collect()
+    b.free()  # raises BufferError if the failed export left a view counted as alive
 
 
 def test_torch_from_dlpack_shares_memory() -> None:

@@ -20,13 +20,11 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import mpsrt
 import numpy as np
 import pytest
-
-PATIENCE = 10.0  # seconds before something that must happen is declared lost
+from conftest import PATIENCE, blocked
 
 
 @pytest.fixture(autouse=True)
@@ -52,33 +50,6 @@ def in_runtime(runtime_env, body: Callable[[], None], **env: object) -> None:
         gc.collect()
     if failure is not None:
         pytest.fail(failure, pytrace=False)
-
-
-class Gate:
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.started = threading.Event()
-
-    def open(self) -> None:
-        self.event.set()
-
-
-@contextmanager
-def blocked(stream: mpsrt.Stream) -> Iterator[Gate]:
-    """Blocks `stream` behind a host callback until the gate opens (at the latest when the block
-    ends). Returns once the callback runs: the stream is known to be busy."""
-    gate = Gate()
-
-    def wait() -> None:
-        gate.started.set()
-        gate.event.wait(PATIENCE)
-
-    stream.add_callback(wait)
-    try:
-        assert gate.started.wait(PATIENCE), "a host callback on an idle stream never ran"
-        yield gate
-    finally:
-        gate.open()
 
 
 def two_devices(runtime_env, body: Callable[[], None]) -> None:
