@@ -135,7 +135,10 @@ class CommandBuffer {
   /// Runs fn on a runtime thread after every earlier command of this command buffer is done
   /// and before any later one starts. An exception from fn fails the command buffer.
   virtual void host_callback(std::function<void()> fn) = 0;
-  /// Sets the event to value once every earlier command is done.
+  /// Sets the event to value once every earlier command is done. Signals that end the command
+  /// buffer (only signals and timestamps after them: see trailing_signals) are set only after
+  /// the command buffer's on_complete has run, so that a host that sees such an event reached
+  /// also sees the command buffer complete (the stream's query() agrees with the event's).
   virtual void signal(TimelineEvent& event, uint64_t value) = 0;
   /// Later commands start only once the event's value reaches value.
   virtual void wait(TimelineEvent& event, uint64_t value) = 0;
@@ -147,6 +150,17 @@ class CommandBuffer {
   /// Number of commands encoded.
   virtual size_t size() const noexcept = 0;
 };
+
+/// Index of the first of the signals that end a recording `cmds` (a vector of commands with a
+/// `kind` of C::kSignal, C::kTimestamp, ...): from there on come only signals and timestamps.
+/// A queue sets those signals after on_complete (see CommandBuffer::signal).
+template <class Cmds>
+size_t trailing_signals(const Cmds& cmds) noexcept {
+  using C = typename Cmds::value_type;
+  size_t i = cmds.size();
+  while (i > 0 && (cmds[i - 1].kind == C::kSignal || cmds[i - 1].kind == C::kTimestamp)) --i;
+  return i;
+}
 
 /// An in-order queue of command buffers.
 class Queue {

@@ -7,6 +7,19 @@
 
 namespace mpsrt::detail {
 
+// The sentences torch.cuda raises are kept, so that a search for them finds these.
+void throw_elapsed_needs_timing() {
+  throw_invalid(
+      "[event] elapsed_time: Both events must be created with argument 'enable_timing=True'; "
+      "make them with Event(enable_timing=True)");
+}
+
+void throw_elapsed_needs_records() {
+  throw_invalid(
+      "[event] elapsed_time: Both events must be recorded before calculating elapsed time; "
+      "record each on a stream first");
+}
+
 EventImpl::EventImpl(DeviceContext& device, bool timing)
     : device_(device), ev_(device.acquire_event()), timing_(timing) {}
 
@@ -52,14 +65,21 @@ void EventImpl::flush() const {
   }
 }
 
+// A record that ends its command buffer is signalled only after the command buffer's completion
+// is reported (backend::trailing_signals), so once the event is reached the stream's query(),
+// synchronize() and the allocator's reuse agree; and once the command buffer has completed, the
+// event counts as reached even before its signal lands.
 bool EventImpl::query() const {
   const uint64_t target = target_.load(std::memory_order_acquire);
   if (ev_->event->value() >= target) return true;
+  if (stream_.load(std::memory_order_relaxed)->reached(fence_.load(std::memory_order_relaxed))) {
+    return true;
+  }
   flush();
   return false;
 }
 
-void EventImpl::synchronize() {
+void EventImpl::synchronize() const {
   const uint64_t target = target_.load(std::memory_order_acquire);
   if (target == 0) return;
   flush();
@@ -67,20 +87,16 @@ void EventImpl::synchronize() {
 }
 
 double EventImpl::elapsed_ms(const EventImpl& end) const {
-  if (!timing_ || !end.timing_) {
-    throw_invalid("[event] elapsed_time: both events must be created with enable_timing=True");
-  }
-  if (!recorded() || !end.recorded()) {
-    throw_invalid("[event] elapsed_time: both events must be recorded before measuring");
-  }
+  if (!timing_ || !end.timing_) throw_elapsed_needs_timing();
+  if (!recorded() || !end.recorded()) throw_elapsed_needs_records();
   if (end.device_.index() != device_.index()) {
-    throw_invalid("[event] elapsed_time: the events are on different devices");
+    throw_invalid("[event] elapsed_time: the events are on different devices (" +
+                  std::to_string(device_.index()) + " and " + std::to_string(end.device_.index()) +
+                  "); their timestamps cannot be compared");
   }
-  if (!query() || !end.query()) {
-    throw_invalid(
-        "[event] elapsed_time: the events have not completed yet; call synchronize() on the "
-        "end event first");
-  }
+  // As torch.mps: wait for both to complete rather than refuse.
+  synchronize();
+  end.synchronize();
   const double period = device_.backend_device().info().timestamp_period_ns;
   const double start_ns = static_cast<double>(ev_->timestamp_ns) * period;
   const double end_ns = static_cast<double>(end.ev_->timestamp_ns) * period;

@@ -11,6 +11,10 @@ namespace mpsrt::detail {
 
 class StreamImpl;
 
+/// elapsed_time's refusals (one text each, for Event and EventImpl).
+[[noreturn]] MPSRT_COLD void throw_elapsed_needs_timing();
+[[noreturn]] MPSRT_COLD void throw_elapsed_needs_records();
+
 class EventImpl {
  public:
   EventImpl(DeviceContext& device, bool timing);
@@ -22,11 +26,12 @@ class EventImpl {
   void record(StreamImpl& stream);
   /// Makes the stream's later work wait, on the device, for the last record.
   void wait(StreamImpl& stream);
-  /// True once the last record has completed (or when never recorded). One atomic load.
+  /// True once the last record has been reached (or when never recorded). One or two atomic
+  /// loads.
   bool query() const;
   /// Host wait for the last record.
-  void synchronize();
-  /// Milliseconds between this event and `end`, from device timestamps.
+  void synchronize() const;
+  /// Milliseconds between this event and `end`, from device timestamps; waits for both.
   double elapsed_ms(const EventImpl& end) const;
 
   bool timing() const noexcept { return timing_; }

@@ -1,4 +1,5 @@
 // The public stream and event API (mpsrt/stream.h, mpsrt/event.h).
+#include <atomic>
 #include <string>
 
 #include "core/event.h"
@@ -75,7 +76,12 @@ Stream stream_from_pool(int priority, int device) {
 }
 
 // ---------------------------------------------------------------- Event
-Event::Event(bool enable_timing) : timing_(enable_timing) {}
+namespace {
+std::atomic<uint64_t> g_next_event_id{1};
+}  // namespace
+
+Event::Event(bool enable_timing)
+    : timing_(enable_timing), id_(g_next_event_id.fetch_add(1, std::memory_order_relaxed)) {}
 Event::~Event() = default;
 Event::Event(Event&&) noexcept = default;
 Event& Event::operator=(Event&&) noexcept = default;
@@ -121,13 +127,8 @@ void Event::synchronize() const {
 }
 
 double Event::elapsed_time(const Event& end) const {
-  if (!timing_ || !end.timing_) {
-    detail::throw_invalid(
-        "[event] elapsed_time: both events must be created with enable_timing=True");
-  }
-  if (!impl_ || !end.impl_) {
-    detail::throw_invalid("[event] elapsed_time: both events must be recorded before measuring");
-  }
+  if (!timing_ || !end.timing_) detail::throw_elapsed_needs_timing();
+  if (!impl_ || !end.impl_) detail::throw_elapsed_needs_records();
   check_event_owner(impl_.get());
   check_event_owner(end.impl_.get());
   return impl_->elapsed_ms(*end.impl_);

@@ -4,7 +4,10 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "mpsrt/device.h"
 #include "mpsrt/event.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
@@ -43,6 +46,12 @@ struct PyCallback {
   }
 };
 
+// Per thread, the (previous current stream, previous device) of each `with stream:` block.
+std::vector<std::pair<Stream, int>>& entered_streams() {
+  thread_local std::vector<std::pair<Stream, int>> stack;
+  return stack;
+}
+
 std::string stream_repr(const Stream& s) {
   return "mpsrt.Stream(device=" + std::to_string(s.device()) +
          ", stream_id=" + std::to_string(s.id()) + ", priority=" + std::to_string(s.priority()) +
@@ -76,6 +85,30 @@ void init_stream(nb::module_& m) {
           },
           nb::arg("device") = nb::none(), nb::arg("priority") = 0,
           "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
+      .def_static(
+          "priority_range", [] { return nb::make_tuple(1, -1); },
+          "(least, greatest) priority, as torch.cuda.Stream.priority_range(): lower numbers run "
+          "first; priorities outside the range clamp to it.")
+      .def("__enter__",
+           [](nb::handle self) {
+             // As torch.cuda.Stream: the stream and its device become current for the block.
+             const Stream s = stream_of(self, "Stream.__enter__()");
+             const int prev_device = set_device(s.device());
+             entered_streams().push_back({set_current_stream(s), prev_device});
+             return nb::borrow(self);
+           })
+      .def("__exit__",
+           [](nb::handle self, nb::args) {
+             (void)stream_of(self, "Stream.__exit__()");
+             auto& stack = entered_streams();
+             if (stack.empty()) {
+               throw std::runtime_error("[stream] __exit__ without a matching __enter__");
+             }
+             const auto [prev_stream, prev_device] = stack.back();
+             stack.pop_back();
+             set_current_stream(prev_stream);
+             set_device(prev_device);
+           })
       .def_prop_ro("device", &Stream::device)
       .def_prop_ro("device_index", &Stream::device)
       .def_prop_ro("stream_id", &Stream::id)
@@ -139,7 +172,22 @@ void init_stream(nb::module_& m) {
            })
       .def("__repr__", &stream_repr);
 
-  event.def(nb::init<bool>(), nb::arg("enable_timing") = false)
+  event
+      .def(
+          "__init__",
+          [](Event* self, bool enable_timing, bool blocking, bool interprocess) {
+            (void)blocking;  // host waits spin briefly, then sleep, either way
+            if (interprocess) {
+              throw nb::value_error(
+                  "Event(interprocess=True): mpsrt events cannot be shared between processes; "
+                  "use interprocess=False");
+            }
+            new (self) Event(enable_timing);
+          },
+          nb::arg("enable_timing") = false, nb::arg("blocking") = false,
+          nb::arg("interprocess") = false,
+          "An event (torch.cuda.Event's keywords). blocking is accepted: a host wait spins "
+          "for MPSRT_CPU_SPIN_US, then sleeps, in both modes.")
       .def(
           "record",
           [](Event& e, nb::handle stream) {
@@ -174,14 +222,21 @@ void init_stream(nb::module_& m) {
             if (!nb::isinstance<Event>(end)) {
               type_error_got("elapsed_time(): expected an mpsrt.Event", end);
             }
-            return e.elapsed_time(nb::cast<const Event&>(end));
+            const Event& last = nb::cast<const Event&>(end);
+            nb::gil_scoped_release release;  // waits for both events to complete
+            return e.elapsed_time(last);
           },
           nb::arg("end_event"), "Milliseconds from this event to end_event (device timestamps).")
       .def_prop_ro("enable_timing", &Event::enable_timing)
-      .def_prop_ro("device", &Event::device)
+      .def_prop_ro("device",
+                   [](const Event& e) -> nb::object {
+                     if (e.device() < 0) return nb::none();
+                     return nb::int_(e.device());
+                   })
+      .def_prop_ro("event_id", &Event::id)
       .def("__repr__", [](const Event& e) {
         return "mpsrt.Event(enable_timing=" + std::string(e.enable_timing() ? "True" : "False") +
-               ", device=" + std::to_string(e.device()) +
+               ", device=" + (e.device() < 0 ? "None" : std::to_string(e.device())) +
                ", recorded=" + (e.recorded() ? "True" : "False") + ")";
       });
 

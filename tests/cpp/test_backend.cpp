@@ -25,6 +25,9 @@
 
 namespace {
 
+// How long a test waits for a signal that ends a command buffer (set after on_complete).
+constexpr int64_t kSignalPatienceNs = 10'000'000'000;
+
 namespace mb = mpsrt::backend;
 using namespace std::chrono_literals;
 
@@ -539,7 +542,8 @@ TEST_P(BackendTest, ThrowingHostCallbackFailsTheCommandBufferWithoutHanging) {
   const mb::Completion c = run(*q, std::move(cb));
   EXPECT_NE(c.error, "");
   EXPECT_NE(c.error.find("boom from the test"), std::string::npos) << c.error;
-  EXPECT_TRUE(ev->wait(5, 0));
+  // A signal that ends the command buffer lands right after on_complete (CommandBuffer::signal).
+  EXPECT_TRUE(ev->wait(5, kSignalPatienceNs));
   EXPECT_EQ(ev->value(), 5u);
   EXPECT_TRUE(all_bytes(bytes(*h) + a.offset, 0x11, n)) << "a fill after the failure ran";
   EXPECT_TRUE(all_bytes(bytes(*h) + b.offset, kGuard, n)) << "a copy after the failure ran";
@@ -561,6 +565,7 @@ TEST_P(BackendTest, ThrowingHostCallbackFailsTheCommandBufferWithoutHanging) {
   odd->host_callback([] { throw 42; });
   odd->signal(*ev, 6);
   EXPECT_NE(run(*q, std::move(odd)).error, "");
+  EXPECT_TRUE(ev->wait(6, kSignalPatienceNs));
   EXPECT_EQ(ev->value(), 6u);
 }
 
@@ -633,11 +638,39 @@ TEST_P(BackendTest, DeviceSignalSetsTheEventAndNeverLowersIt) {
   std::unique_ptr<mb::CommandBuffer> cb = q->create_command_buffer();
   cb->signal(*ev, 7);
   EXPECT_EQ(run(*q, std::move(cb)).error, "");
+  EXPECT_TRUE(ev->wait(7, kSignalPatienceNs));  // lands right after on_complete
   EXPECT_EQ(ev->value(), 7u);
   cb = q->create_command_buffer();
   cb->signal(*ev, 3);
+  cb->host_callback([] {});  // not a trailing signal: set before on_complete
   EXPECT_EQ(run(*q, std::move(cb)).error, "");
   EXPECT_EQ(ev->value(), 7u);
+}
+
+TEST_P(BackendTest, ASignalThatEndsACommandBufferLandsAfterItsCompletion) {
+  std::unique_ptr<mb::Queue> q = device_->create_queue(0);
+  std::unique_ptr<mb::TimelineEvent> mid = device_->create_event();
+  std::unique_ptr<mb::TimelineEvent> end = device_->create_event();
+  for (uint64_t i = 1; i <= 200; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = q->create_command_buffer();
+    cb->signal(*mid, i);
+    cb->host_callback([] {});
+    cb->signal(*end, i);
+    std::atomic<bool> completed{false};
+    std::atomic<uint64_t> end_at_completion{0}, mid_at_completion{0};
+    std::promise<void> p;
+    q->commit(std::move(cb), [&](const mb::Completion&) {
+      end_at_completion = end->value();
+      mid_at_completion = mid->value();
+      completed = true;
+      p.set_value();
+    });
+    ASSERT_TRUE(end->wait(i, kSignalPatienceNs));
+    EXPECT_TRUE(completed.load()) << "the ending signal landed before on_complete ran";
+    p.get_future().wait();
+    EXPECT_LT(end_at_completion.load(), i) << "the ending signal was set before on_complete";
+    EXPECT_EQ(mid_at_completion.load(), i) << "a signal before other commands waits for nothing";
+  }
 }
 
 TEST_P(BackendTest, DeviceWaitOnAnotherQueuesSignal) {

@@ -916,7 +916,7 @@ TEST_P(EventTest, ElapsedTimeNeedsRecordedEvents) {
   EXPECT_THROW((void)b.elapsed_time(a), std::invalid_argument);
 }
 
-TEST_P(EventTest, ElapsedTimeBeforeCompletionIsAnErrorNotAHang) {
+TEST_P(EventTest, ElapsedTimeWaitsForCompletion) {
   Stream s = mpsrt::stream_from_pool();
   Event a(true), b(true);
   a.record(s);
@@ -924,10 +924,56 @@ TEST_P(EventTest, ElapsedTimeBeforeCompletionIsAnErrorNotAHang) {
   auto g = gate();
   block(s, g);
   b.record(s);
-  EXPECT_THROW((void)a.elapsed_time(b), std::invalid_argument);
+  std::atomic<bool> done{false};
+  double ms = -1;
+  std::thread t([&] {
+    ms = a.elapsed_time(b);
+    done.store(true);
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(done.load()) << "elapsed_time returned before b completed";
   g->open();
-  b.synchronize();
-  EXPECT_GE(a.elapsed_time(b), 0.0);
+  t.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_GE(ms, 0.0);
+  EXPECT_TRUE(b.query());
+  EXPECT_TRUE(s.query());
+}
+
+TEST_P(EventTest, AfterEventSynchronizeTheStreamQueryAgrees) {
+  Stream s = mpsrt::stream_from_pool();
+  Buffer buf(4096, s);
+  Event e;
+  int late = 0;
+  for (int i = 0; i < 300; ++i) {
+    if (i % 2 == 0) {
+      buf.fill(static_cast<uint64_t>(i & 0xFF), 1, s);
+    } else {
+      s.add_callback([] {});
+    }
+    e.record(s);
+    e.synchronize();
+    if (!e.query() || !s.query()) ++late;
+  }
+  EXPECT_EQ(late, 0) << "a query said 'not done' right after the event's synchronize()";
+  for (int i = 0; i < 300; ++i) {
+    s.add_callback([] {});
+    e.record(s);
+    while (!e.query()) {
+    }
+    if (!s.query()) ++late;
+  }
+  EXPECT_EQ(late, 0) << "stream.query() was false right after event.query() was true";
+}
+
+TEST_P(EventTest, IdsAreUniqueAndStable) {
+  Stream s = mpsrt::stream_from_pool();
+  Event a, b;
+  EXPECT_NE(a.id(), b.id());
+  const uint64_t id = a.id();
+  a.record(s);
+  a.synchronize();
+  EXPECT_EQ(a.id(), id);
 }
 
 TEST_P(EventTest, ElapsedTimeIsAdditiveAndNonNegative) {

@@ -1076,7 +1076,7 @@ for _id, _call, _exc, _msg, _name in [
         "Event.elapsed_time-not-recorded",
         lambda c: c.timed.elapsed_time(mpsrt.Event(enable_timing=True)),
         ValueError,
-        "both events must be recorded",
+        "Both events must be recorded before calculating elapsed time",
         "Event",
     ),
     (

@@ -243,7 +243,7 @@ def test_event_record_query_synchronize() -> None:
     s = mpsrt.Stream()
     e = mpsrt.Event()
     assert not e.enable_timing
-    assert e.device == -1
+    assert e.device is None, "an event has no device until recorded (torch.cuda.Event)"
     assert "recorded=False" in repr(e)
     with blocked(s) as gate:
         e.record(s)
@@ -311,17 +311,63 @@ def test_elapsed_time_needs_timing() -> None:
             x.elapsed_time(y)
 
 
-def test_elapsed_time_before_completion_is_an_error_not_a_hang() -> None:
+def test_elapsed_time_waits_for_completion() -> None:
+    """As torch.mps: elapsed_time() on events whose work is pending waits for it."""
     s = mpsrt.Stream()
     a, b = mpsrt.Event(enable_timing=True), mpsrt.Event(enable_timing=True)
     a.record(s)
     a.synchronize()
+    result: list[float] = []
     with blocked(s):
         b.record(s)
-        with pytest.raises(ValueError):
-            a.elapsed_time(b)
-    b.synchronize()
-    assert a.elapsed_time(b) >= 0
+        t = threading.Thread(target=lambda: result.append(a.elapsed_time(b)))
+        t.start()
+        t.join(0.2)
+        assert t.is_alive() and not result, "elapsed_time returned before b completed"
+    t.join(PATIENCE)
+    assert not t.is_alive() and result and result[0] >= 0
+    assert b.query() and s.query()
+
+
+def test_elapsed_time_error_texts_are_torchs() -> None:
+    plain, a, b = mpsrt.Event(), mpsrt.Event(enable_timing=True), mpsrt.Event(enable_timing=True)
+    plain.record()
+    a.record()
+    with pytest.raises(ValueError) as info:
+        plain.elapsed_time(a)
+    assert "Both events must be created with argument 'enable_timing=True'" in str(info.value)
+    assert str(info.value).startswith("[event] ")
+    with pytest.raises(ValueError) as info:
+        a.elapsed_time(b)
+    assert "Both events must be recorded before calculating elapsed time" in str(info.value)
+
+
+@pytest.mark.parametrize("work", ["fill", "callback", "record-only"])
+def test_after_event_synchronize_every_query_covering_it_is_true(work: str) -> None:
+    """Once an event's work is complete, the stream's query() and the event's agree at once."""
+    s = mpsrt.Stream()
+    buf = mpsrt.empty(4096, stream=s)
+    e = mpsrt.Event()
+    late = []
+    for i in range(300):
+        if work == "fill":
+            with mpsrt.stream(s):
+                buf.fill_(i & 0xFF)
+        elif work == "callback":
+            s.add_callback(lambda: None)
+        e.record(s)
+        e.synchronize()
+        if not (e.query() and s.query()):
+            late.append(i)
+    assert not late, f"{len(late)} of 300: a query said 'not done' after synchronize()"
+    for i in range(300):  # the same through polling the event
+        s.add_callback(lambda: None)
+        e.record(s)
+        while not e.query():
+            pass
+        if not s.query():
+            late.append(i)
+    assert not late, f"{len(late)} of 300: stream.query() was False after event.query()"
 
 
 def test_elapsed_time_is_additive_and_non_negative() -> None:
@@ -712,6 +758,72 @@ def test_stream_context_manager_restores_stream_and_device(runtime_env) -> None:
         assert isinstance(mpsrt.stream(s0), mpsrt.StreamContext)
 
     two_devices(runtime_env, body)
+
+
+def test_a_stream_is_its_own_context_manager(runtime_env) -> None:
+    """`with stream:` as torch.cuda.Stream: stream and device current, restored after."""
+
+    def body() -> None:
+        d0, d1 = mpsrt.default_stream(0), mpsrt.default_stream(1)
+        s1 = mpsrt.Stream(device=1)
+        s0 = mpsrt.Stream(device=0)
+        with s1 as entered:
+            assert entered is s1
+            assert mpsrt.current_device() == 1 and mpsrt.current_stream() == s1
+            with s0:
+                assert mpsrt.current_device() == 0 and mpsrt.current_stream() == s0
+                with s0:  # the same stream entered twice nests
+                    assert mpsrt.current_stream() == s0
+                assert mpsrt.current_stream() == s0
+            assert mpsrt.current_device() == 1 and mpsrt.current_stream() == s1
+        assert mpsrt.current_device() == 0
+        assert mpsrt.current_stream(0) == d0 and mpsrt.current_stream(1) == d1
+        with pytest.raises(KeyError), s1:
+            raise KeyError("body raised")
+        assert mpsrt.current_device() == 0 and mpsrt.current_stream(1) == d1
+
+        seen = []
+
+        def other_thread() -> None:
+            with s0:
+                seen.append(mpsrt.current_stream(0) == s0)
+            seen.append(mpsrt.current_stream(0) == d0)
+
+        with s1:
+            t = threading.Thread(target=other_thread)
+            t.start()
+            t.join(PATIENCE)
+            assert mpsrt.current_stream() == s1, "another thread's block left this one alone"
+        assert seen == [True, True]
+
+    two_devices(runtime_env, body)
+
+
+def test_stream_priority_range_is_torchs_shape() -> None:
+    least, greatest = mpsrt.Stream.priority_range()
+    assert (least, greatest) == (1, -1), "(least, greatest): lower numbers run first"
+    for p, want in ((least, least), (greatest, greatest), (0, 0), (99, least), (-99, greatest)):
+        assert mpsrt.Stream(priority=p).priority == want
+
+
+def test_event_keywords_and_ids() -> None:
+    a = mpsrt.Event(enable_timing=True, blocking=True, interprocess=False)
+    b = mpsrt.Event(False, True)
+    assert a.enable_timing and not b.enable_timing
+    assert isinstance(a.event_id, int) and a.event_id != b.event_id
+    first = a.event_id
+    assert a.device is None
+    a.record()
+    a.synchronize()
+    assert a.event_id == first, "event_id is stable for the event's life"
+    assert a.device == 0
+    with pytest.raises(ValueError, match="interprocess"):
+        mpsrt.Event(interprocess=True)
+    s, t = mpsrt.Stream(), mpsrt.Stream()
+    assert isinstance(s.stream_id, int) and s.stream_id == s.stream_id
+    assert mpsrt.current_stream().stream_id == mpsrt.default_stream().stream_id
+    assert s.stream_id != mpsrt.default_stream().stream_id
+    assert (s.stream_id == t.stream_id) == (s == t)
 
 
 def test_stream_context_manager_single_device() -> None:

@@ -212,8 +212,20 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
     cmds_.push_back(std::move(c));
   }
   size_t size() const noexcept override { return cmds_.size(); }
-  // Drops the commands (and what their callbacks hold) once executed.
-  void release_commands() { cmds_.clear(); }
+  // Drops the executed commands (and what their callbacks hold), keeping the signals that
+  // execute() left for signal_trailing().
+  void release_commands() {
+    cmds_.erase(cmds_.begin(), cmds_.begin() + static_cast<std::ptrdiff_t>(trailing_));
+    trailing_ = 0;
+  }
+  /// After release_commands() and the completion callback: sets the signals that end the
+  /// command buffer.
+  void signal_trailing() {
+    for (const Cmd& c : cmds_) {
+      if (c.kind == Cmd::kSignal) c.event->signal(c.value);
+    }
+    cmds_.clear();
+  }
   /// True when a command must run on a runtime thread (host callbacks promise that).
   bool has_host_callback() const {
     for (const Cmd& c : cmds_) {
@@ -228,10 +240,14 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
 
   // Runs every command. After a failure the remaining data commands are skipped, but signals,
   // waits and timestamps still run, so that nobody waiting on this work can hang.
+  // The signals that end the command buffer are left to signal_trailing(), which the queue
+  // calls after the completion callback.
   Completion execute(const ExecContext& ctx) {
     Completion done;
     done.device_start_ns = static_cast<uint64_t>(now_ns());
-    for (Cmd& c : cmds_) {
+    trailing_ = backend::trailing_signals(cmds_);
+    for (size_t i = 0; i < cmds_.size(); ++i) {
+      Cmd& c = cmds_[i];
       const bool failed = !done.error.empty();
       switch (c.kind) {
         case Cmd::kFill:
@@ -251,7 +267,7 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
           }
           break;
         case Cmd::kSignal:
-          c.event->signal(c.value);
+          if (i < trailing_) c.event->signal(c.value);
           break;
         case Cmd::kWait:
           c.event->wait(c.value, -1);
@@ -270,6 +286,7 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
 
  private:
   std::vector<Cmd> cmds_;
+  size_t trailing_ = 0;  // first of the signals that end the command buffer
 };
 
 // One worker thread per queue. Committed command buffers form a lock-free multi-producer
@@ -312,8 +329,10 @@ class CpuQueue final : public backend::Queue {
     auto* c = static_cast<CpuCommandBuffer*>(cb.get());
     if (c->has_host_callback()) return false;
     const Completion done = c->execute(ctx_);
-    cb.reset();
+    c->release_commands();
     if (on_complete) on_complete(done);
+    c->signal_trailing();
+    cb.reset();
     return true;
   }
 
@@ -334,6 +353,7 @@ class CpuQueue final : public backend::Queue {
         CompletionFn done = std::move(next->on_done);
         next->release_commands();
         if (done) done(c);
+        next->signal_trailing();
       }
       if (stop_.load(std::memory_order_acquire) && !has_work()) {
         // A producer may be between its exchange and its link store: wait for the link.

@@ -174,13 +174,7 @@ class Queue final : public backend::Queue {
         end_segment(seg, job);
         seg = nullptr;
       }
-      for (auto& s : signals) {
-        Item it;
-        it.kind = Item::kSignal;
-        it.event = s.first;
-        it.event_value = s.second;
-        push(std::move(it));
-      }
+      for (auto& s : signals) push_signal(s.first, s.second);
       signals.clear();
     };
     // Timestamps with no segment after them take the time the completion thread reaches them.
@@ -193,8 +187,12 @@ class Queue final : public backend::Queue {
       }
       unbound.clear();
     };
+    // The signals that end the command buffer are set after its completion is reported.
+    const size_t trailing = backend::trailing_signals(cb.cmds);
+    std::vector<std::pair<backend::TimelineEvent*, uint64_t>> after_completion;
     try {
-      for (Cmd& c : cb.cmds) {
+      for (size_t i = 0; i < cb.cmds.size(); ++i) {
+        Cmd& c = cb.cmds[i];
         switch (c.kind) {
           case Cmd::kFill:
           case Cmd::kCopy:
@@ -212,6 +210,10 @@ class Queue final : public backend::Queue {
             }
             break;
           case Cmd::kSignal:
+            if (i >= trailing) {
+              after_completion.emplace_back(c.event, c.value);
+              break;
+            }
             signals.emplace_back(c.event, c.value);
             if (seg == nullptr) close();
             break;
@@ -255,6 +257,16 @@ class Queue final : public backend::Queue {
     done.error = std::move(submit_error);
     done.job = std::move(job);
     push(std::move(done));
+    for (auto& s : after_completion) push_signal(s.first, s.second);
+  }
+
+  // The completion thread sets the event once the work pushed before it is done.
+  void push_signal(backend::TimelineEvent* event, uint64_t value) {
+    Item it;
+    it.kind = Item::kSignal;
+    it.event = event;
+    it.event_value = value;
+    push(std::move(it));
   }
 
   std::shared_ptr<Segment> begin_segment() {

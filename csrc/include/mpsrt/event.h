@@ -29,13 +29,17 @@ class MPSRT_API Event {
   /// Makes the stream's later work wait, on the device, for the last record.
   void wait(const Stream& stream) const;
   void wait() const;
-  /// True once the last record has completed, or when never recorded.
+  /// True once the last record's work has completed (then the recording stream's query()
+  /// covering it is true too), or when never recorded.
   bool query() const;
   /// Waits on the host for the last record (returns at once when never recorded).
   void synchronize() const;
-  /// Milliseconds from this event to `end`, from device timestamps. Throws
-  /// std::invalid_argument unless both have timing enabled, are recorded and completed.
+  /// Milliseconds from this event to `end`, from device timestamps; waits for both to
+  /// complete first (as torch.mps). Throws std::invalid_argument unless both have timing
+  /// enabled, are recorded, and on one device.
   double elapsed_time(const Event& end) const;
+  /// A number unique to this Event in the process, stable for its life (torch's event_id).
+  uint64_t id() const noexcept { return id_; }
 
   bool enable_timing() const noexcept { return timing_; }
   bool recorded() const noexcept;
@@ -45,6 +49,7 @@ class MPSRT_API Event {
 
  private:
   bool timing_ = false;
+  uint64_t id_ = 0;
   std::unique_ptr<detail::EventImpl> impl_;
 };
 
