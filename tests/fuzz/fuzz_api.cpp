@@ -268,19 +268,34 @@ void step(State& st, FuzzedDataProvider& in) {
       Tracked* t = pick_buf(st, in);
       if (t == nullptr) return;
       mpsrt::RandomSpec spec;
-      spec.op = static_cast<mpsrt::RandomSpec::Op>(in.ConsumeBool()
-                                                       ? in.ConsumeIntegral<uint8_t>()
-                                                       : in.ConsumeIntegralInRange<uint8_t>(0, 4));
-      spec.dtype = static_cast<mpsrt::RandomSpec::DType>(
-          in.ConsumeBool() ? in.ConsumeIntegral<uint8_t>()
-                           : in.ConsumeIntegralInRange<uint8_t>(0, 8));
-      spec.a = pick_double(in);
-      spec.b = pick_double(in);
-      spec.low = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>()
-                                  : in.ConsumeIntegralInRange<int64_t>(-300, 300);
-      spec.range = in.ConsumeBool() ? in.ConsumeIntegral<uint64_t>()
-                                    : in.ConsumeIntegralInRange<uint64_t>(0, 300);
-      spec.p = pick_double(in);
+      // Half the time a well-formed spec (a supported pair, default parameters), so that counts
+      // and targets are what decides; else every field at random.
+      const bool well_formed = in.ConsumeBool();
+      if (well_formed) {
+        spec.op = static_cast<mpsrt::RandomSpec::Op>(in.ConsumeIntegralInRange<uint8_t>(0, 4));
+        std::vector<mpsrt::RandomSpec::DType> ok;
+        for (uint8_t d = 0; d <= 8; ++d) {
+          const auto dt = static_cast<mpsrt::RandomSpec::DType>(d);
+          if (mpsrt::random_supported(spec.op, dt)) ok.push_back(dt);
+        }
+        spec.dtype = ok[in.ConsumeIntegralInRange<size_t>(0, ok.size() - 1)];
+        spec.range = in.ConsumeIntegralInRange<uint64_t>(1, 200);
+        spec.p = in.ConsumeProbability<double>();
+      } else {
+        spec.op = static_cast<mpsrt::RandomSpec::Op>(
+            in.ConsumeBool() ? in.ConsumeIntegral<uint8_t>()
+                             : in.ConsumeIntegralInRange<uint8_t>(0, 4));
+        spec.dtype = static_cast<mpsrt::RandomSpec::DType>(
+            in.ConsumeBool() ? in.ConsumeIntegral<uint8_t>()
+                             : in.ConsumeIntegralInRange<uint8_t>(0, 8));
+        spec.a = pick_double(in);
+        spec.b = pick_double(in);
+        spec.low = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>()
+                                    : in.ConsumeIntegralInRange<int64_t>(-300, 300);
+        spec.range = in.ConsumeBool() ? in.ConsumeIntegral<uint64_t>()
+                                      : in.ConsumeIntegralInRange<uint64_t>(0, 300);
+        spec.p = pick_double(in);
+      }
       const size_t cap = t->bytes.size() / element_size(spec.dtype);
       uint64_t count;
       switch (in.ConsumeIntegralInRange<int>(0, 3)) {
@@ -293,7 +308,7 @@ void step(State& st, FuzzedDataProvider& in) {
         default:
           count = in.ConsumeIntegralInRange<uint64_t>(0, cap);
       }
-      const int g = in.ConsumeIntegralInRange<int>(0, 4);
+      const int g = well_formed ? t->device : in.ConsumeIntegralInRange<int>(0, 4);
       mpsrt::Generator& gen = g == 4 ? st.moved : st.gens[g % kDevices];
       const mpsrt::Stream s = pick_stream(in, t->device);
       order_after(s, {t});
