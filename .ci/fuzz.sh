@@ -9,9 +9,9 @@ seconds=${FUZZ_SECONDS:-60}
 build=build/fuzz
 CC=${CC_FUZZ:-clang-14} CXX=${CXX_FUZZ:-clang++-14} cmake -S . -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPSRT_BUILD_FUZZERS=ON -DMPSRT_WITH_VULKAN=OFF >/dev/null
-cmake --build "$build" --target fuzz_options fuzz_rng_state
+cmake --build "$build" --target fuzz_options fuzz_rng_state fuzz_api
 total=0
-for target in fuzz_options fuzz_rng_state; do
+for target in fuzz_options fuzz_rng_state fuzz_api; do
   name=${target#fuzz_}
   corpus="$build/corpus/$name"
   mkdir -p "$corpus"

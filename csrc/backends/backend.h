@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "mpsrt/generator.h"
+
 namespace mpsrt::backend {
 
 /// What the core needs to know of a device.
@@ -93,6 +95,18 @@ struct RandomParams {
   uint64_t range = 1;      ///< IntRange: high - low (>= 1; may be 2^64 - 1 at most)
   uint64_t threshold = 0;  ///< Bernoulli: philox::bernoulli_threshold(p)
 };
+
+static_assert(static_cast<int>(RandomOp::Bernoulli) ==
+                      static_cast<int>(RandomSpec::Op::Bernoulli) &&
+                  static_cast<int>(RandomDType::Bool) == static_cast<int>(RandomSpec::DType::Bool),
+              "backend::RandomOp/RandomDType mirror RandomSpec::Op/DType value for value");
+
+/// True when the kernels implement op with output dtype: mpsrt::random_supported(), the one
+/// rule (the core rejects every other pair before encoding; kernels write nothing for them).
+constexpr bool random_supported(RandomOp op, RandomDType d) noexcept {
+  return mpsrt::random_supported(static_cast<RandomSpec::Op>(op),
+                                 static_cast<RandomSpec::DType>(d));
+}
 
 /// Bytes of one element of dtype d.
 constexpr size_t random_element_size(RandomDType d) noexcept {

@@ -1,11 +1,13 @@
 #include "core/generator.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 
 #include "backends/backend.h"
 #include "core/allocator/caching_allocator.h"
+#include "core/format.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
@@ -65,6 +67,7 @@ void GeneratorImpl::set_state(const uint8_t* data, size_t size) {
     throw_invalid("[random] set_rng_state: the state must be 44 bytes, got " +
                   std::to_string(size));
   }
+  if (data == nullptr) throw_invalid("[random] set_rng_state: the state is a null pointer");
   const uint64_t seed = get64(data + 28);
   const uint64_t offset = get64(data + 36);
   std::lock_guard<std::mutex> lock(mu_);
@@ -76,6 +79,16 @@ void GeneratorImpl::set_state(const uint8_t* data, size_t size) {
 
 using detail::Runtime;
 
+namespace {
+// A moved-from Generator has no state; every use of it says so instead of crashing.
+detail::GeneratorImpl& live(const std::shared_ptr<detail::GeneratorImpl>& impl) {
+  if (MPSRT_UNLIKELY(impl == nullptr)) {
+    detail::throw_invalid("[random] the Generator is empty (moved from); use a live Generator");
+  }
+  return *impl;
+}
+}  // namespace
+
 Generator::Generator(int device)
     : impl_(std::make_shared<detail::GeneratorImpl>(detail::nondeterministic_seed())),
       device_(Runtime::get().resolve(device)) {}
@@ -86,43 +99,200 @@ Generator Generator::default_generator(int device) {
 }
 
 void Generator::manual_seed(uint64_t seed) {
-  impl_->manual_seed(seed);
+  live(impl_).manual_seed(seed);
 }
 
 uint64_t Generator::seed() {
   const uint64_t s = detail::nondeterministic_seed();
-  impl_->manual_seed(s);
+  live(impl_).manual_seed(s);
   return s;
 }
 
 uint64_t Generator::initial_seed() const {
-  return impl_->seed();
+  return live(impl_).seed();
 }
 uint64_t Generator::offset() const {
-  return impl_->offset();
+  return live(impl_).offset();
 }
 void Generator::set_offset(uint64_t offset) {
-  impl_->set_offset(offset);
+  live(impl_).set_offset(offset);
 }
 RngState Generator::get_state() const {
-  return impl_->state();
+  return live(impl_).state();
 }
 void Generator::set_state(const uint8_t* data, size_t size) {
-  impl_->set_state(data, size);
+  live(impl_).set_state(data, size);
 }
 
-void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generator& generator,
-                 const Stream& stream) {
-  if (count == 0) return;
+const char* random_dtype_name(RandomSpec::DType dtype) noexcept {
+  static constexpr const char* kNames[] = {"uint8",    "int32",   "int64",   "uint32", "float16",
+                                           "bfloat16", "float32", "float64", "bool"};
+  const auto i = static_cast<size_t>(dtype);
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : nullptr;
+}
+
+const char* random_op_name(RandomSpec::Op op) noexcept {
+  static constexpr const char* kNames[] = {"bits", "uniform", "normal", "int", "bernoulli"};
+  const auto i = static_cast<size_t>(op);
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : nullptr;
+}
+
+namespace {
+
+using detail::Int128;
+using detail::py_float;
+
+// [min, max) of the integers IntRange can write into an integer dtype.
+std::pair<Int128, Int128> int_bounds(RandomSpec::DType d) noexcept {
+  switch (d) {
+    case RandomSpec::DType::U8:
+      return {0, Int128(1) << 8};
+    case RandomSpec::DType::I32:
+      return {-(Int128(1) << 31), Int128(1) << 31};
+    default:
+      return {-(Int128(1) << 63), Int128(1) << 63};
+  }
+}
+
+// The spec's values are acceptable (the rules of random_fill's comment). Cost: a few compares.
+bool spec_ok(const RandomSpec& s) noexcept {
+  if (!random_supported(s.op, s.dtype)) return false;
+  switch (s.op) {
+    case RandomSpec::Op::Bits:
+      return true;
+    case RandomSpec::Op::Uniform:
+      return std::isfinite(s.a) && std::isfinite(s.b) && s.a <= s.b;
+    case RandomSpec::Op::Normal:
+      return std::isfinite(s.a) && std::isfinite(s.b) && s.b >= 0.0;
+    case RandomSpec::Op::IntRange: {
+      const auto [lo, hi] = int_bounds(s.dtype);
+      return s.range >= 1 && Int128(s.low) >= lo && Int128(s.low) + Int128(s.range) <= hi;
+    }
+    case RandomSpec::Op::Bernoulli:
+      return s.p >= 0.0 && s.p <= 1.0;  // NaN fails both
+  }
+  return false;
+}
+
+// The function of the Python API that makes each op (its messages name it).
+const char* caller_of(RandomSpec::Op op) noexcept {
+  switch (op) {
+    case RandomSpec::Op::Uniform:
+      return "uniform_";
+    case RandomSpec::Op::Normal:
+      return "normal_";
+    case RandomSpec::Op::IntRange:
+      return "random_";
+    case RandomSpec::Op::Bernoulli:
+      return "bernoulli_";
+    default:
+      return "random_bits";
+  }
+}
+
+// Says what is wrong with a spec that failed spec_ok(), in the Python layer's words.
+[[noreturn]] MPSRT_COLD void bad_spec(const RandomSpec& s) {
+  const char* op = random_op_name(s.op);
+  const char* dt = random_dtype_name(s.dtype);
+  if (op == nullptr) {
+    detail::throw_invalid("[random] random_fill: invalid op " +
+                          std::to_string(static_cast<unsigned>(s.op)) +
+                          "; expected a RandomSpec::Op (Bits, Uniform, Normal, IntRange or "
+                          "Bernoulli)");
+  }
+  if (dt == nullptr) {
+    detail::throw_invalid("[random] random_fill: invalid dtype " +
+                          std::to_string(static_cast<unsigned>(s.dtype)) +
+                          "; expected a RandomSpec::DType (U8, I32, I64, U32, F16, BF16, F32, "
+                          "F64 or Bool)");
+  }
+  if (!random_supported(s.op, s.dtype)) {
+    std::string ok;
+    for (uint8_t d = 0; d <= static_cast<uint8_t>(RandomSpec::DType::Bool); ++d) {
+      const auto dd = static_cast<RandomSpec::DType>(d);
+      if (random_supported(s.op, dd))
+        ok += std::string(ok.empty() ? "" : ", ") + random_dtype_name(dd);
+    }
+    detail::throw_invalid(std::string("[random] random_fill: the ") + op + " op cannot write " +
+                          dt + "; it writes " + ok);
+  }
+  const std::string c = std::string(caller_of(s.op)) + "(): ";
+  auto finite = [&](double v, const char* name) {
+    if (!std::isfinite(v)) detail::throw_invalid(c + name + " must be finite, got " + py_float(v));
+  };
+  switch (s.op) {
+    case RandomSpec::Op::Uniform:
+      finite(s.a, "low");
+      finite(s.b, "high");
+      detail::throw_invalid(c + "expected low <= high, got low=" + py_float(s.a) +
+                            ", high=" + py_float(s.b));
+    case RandomSpec::Op::Normal:
+      finite(s.a, "mean");
+      finite(s.b, "std");
+      detail::throw_invalid(c + "std must be >= 0, got " + py_float(s.b));
+    case RandomSpec::Op::IntRange: {
+      const Int128 lo = s.low;
+      const Int128 hi = lo + Int128(s.range);
+      if (s.range == 0) {
+        detail::throw_invalid(c + "expected low < high, got low=" + detail::int128_str(lo) +
+                              ", high=" + detail::int128_str(hi));
+      }
+      const auto [dmin, dmax] = int_bounds(s.dtype);
+      detail::throw_invalid(c + "[" + detail::int128_str(lo) + ", " + detail::int128_str(hi) +
+                            ") does not fit in " + dt + " ([" + detail::int128_str(dmin) + ", " +
+                            detail::int128_str(dmax) + "))");
+    }
+    case RandomSpec::Op::Bernoulli:
+      finite(s.p, "p");
+      detail::throw_invalid(c + "p must be in [0, 1], got " + py_float(s.p));
+    default:
+      break;
+  }
+  detail::throw_invalid("[random] random_fill: invalid spec");
+}
+
+[[noreturn]] MPSRT_COLD void bad_fill_target(const Buffer& buffer, uint64_t count,
+                                             const RandomSpec& spec, const Generator& generator,
+                                             const Stream& stream) {
+  if (generator.impl() == nullptr) {
+    detail::throw_invalid("[random] the Generator is empty (moved from); use a live Generator");
+  }
   if (!buffer.defined()) detail::throw_invalid("[random] the buffer is empty or released");
   buffer.check_owner();
   stream.check_owner();
-  if (generator.device() != stream.device() || buffer.device() != stream.device()) {
+  const std::string c = std::string(caller_of(spec.op)) + "(): ";
+  if (generator.device() != buffer.device()) {
+    detail::throw_invalid(c + "the generator is on device " + std::to_string(generator.device()) +
+                          " but the buffer on device " + std::to_string(buffer.device()));
+  }
+  if (buffer.device() != stream.device()) {
     detail::throw_invalid("[random] the buffer (device " + std::to_string(buffer.device()) +
                           "), the generator (device " + std::to_string(generator.device()) +
                           ") and the stream (device " + std::to_string(stream.device()) +
                           ") must be on one device");
   }
+  const size_t size = backend::random_element_size(static_cast<backend::RandomDType>(spec.dtype));
+  detail::throw_invalid("[random] random_fill: " + std::to_string(count) + " elements of " +
+                        random_dtype_name(spec.dtype) + " need more than the buffer's " +
+                        std::to_string(buffer.nbytes()) +
+                        " bytes; pass count <= " + std::to_string(buffer.nbytes() / size));
+}
+
+}  // namespace
+
+void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generator& generator,
+                 const Stream& stream) {
+  // Every check is a compare on the fast path; messages are built out of line.
+  if (MPSRT_UNLIKELY(!spec_ok(spec))) bad_spec(spec);
+  if (count == 0) return;
+  const size_t elem = backend::random_element_size(static_cast<backend::RandomDType>(spec.dtype));
+  if (MPSRT_UNLIKELY(generator.impl() == nullptr || !buffer.defined() || stream.impl() == nullptr ||
+                     generator.device() != buffer.device() || buffer.device() != stream.device() ||
+                     count > buffer.nbytes() / elem)) {
+    bad_fill_target(buffer, count, spec, generator, stream);
+  }
+  buffer.check_owner();
+  stream.check_owner();
   backend::RandomParams p;
   p.count = count;
   p.op = static_cast<backend::RandomOp>(spec.op);
@@ -131,9 +301,6 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   p.b = spec.b;
   p.low = spec.low;
   p.range = spec.range;
-  if (spec.op == RandomSpec::Op::IntRange && spec.range == 0) {
-    detail::throw_invalid("[random] the integer range must not be empty");
-  }
   p.threshold = philox::bernoulli_threshold(spec.p);
   if (stream.impl() != buffer.block()->stream) buffer.record_stream(stream);
   const backend::BufferRef ref{buffer.block()->heap->heap.get(), buffer.block()->offset};

@@ -6,6 +6,7 @@
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
+#include "core/format.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/allocator.h"
@@ -25,6 +26,7 @@ DeviceContext& device_of(const Stream& s) {
 }  // namespace
 
 Buffer::Buffer(size_t nbytes, const Stream& stream) {
+  stream.check_owner();
   if (nbytes == 0) return;
   DeviceContext& d = device_of(stream);
   alloc_ = &d.allocator();
@@ -92,9 +94,14 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
     detail::throw_invalid("[buffer] fill: pattern size must be 1, 2, 4 or 8 bytes, got " +
                           std::to_string(pattern_size));
   }
+  stream.check_owner();
   if (block_ == nullptr) return;
   check_owner();
-  stream.check_owner();
+  if (stream.device() != device()) {
+    detail::throw_invalid("[buffer] fill: the stream is on device " +
+                          std::to_string(stream.device()) + " but the buffer on device " +
+                          std::to_string(device()) + "; use a stream of the buffer's device");
+  }
   // A command on another stream makes that stream a user of the memory (cross-stream safety).
   if (stream.impl() != block_->stream) record_stream(stream);
   const size_t n = block_->requested / pattern_size * pattern_size;
@@ -105,6 +112,7 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
 }
 
 void Buffer::copy_from(const Buffer& src, const Stream& stream) {
+  stream.check_owner();
   if (src.nbytes() != nbytes()) {
     detail::throw_invalid("[buffer] copy_: the source has " + std::to_string(src.nbytes()) +
                           " bytes but the destination " + std::to_string(nbytes()) +
@@ -113,7 +121,6 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   if (block_ == nullptr) return;
   check_owner();
   src.check_owner();
-  stream.check_owner();
   if (src.device() != device() || stream.device() != device()) {
     detail::throw_invalid("[buffer] copy_: source, destination and stream must be on one device");
   }
@@ -134,6 +141,10 @@ void Buffer::copy_from_host(const void* src, size_t n) {
   }
   if (block_ == nullptr) return;
   check_owner();
+  if (src == nullptr) {
+    detail::throw_invalid("[buffer] copy_from_host: the source is a null pointer for " +
+                          std::to_string(n) + " bytes");
+  }
   void* dst = host_ptr();
   if (dst == nullptr) {
     detail::throw_error("[buffer] copy_from_host: this device's memory is not host-visible");
@@ -141,7 +152,7 @@ void Buffer::copy_from_host(const void* src, size_t n) {
   synchronize(device());  // the device's pending work may still read or write the buffer
   const bool traced = detail::prof::flags() != 0;
   const int64_t begin = traced ? detail::prof::now_ns() : 0;
-  std::memcpy(dst, src, n);
+  std::memmove(dst, src, n);  // the source may be a host view of this very buffer
   if (traced) {
     detail::prof::record_host_copy(detail::prof::Op::CopyFromHost, device(), n, begin,
                                    detail::prof::now_ns());
@@ -191,6 +202,11 @@ void empty_cache(int device) {
 }
 
 double set_per_process_memory_fraction(double fraction, int device) {
+  if (MPSRT_UNLIKELY(!(fraction >= 0.0 && fraction <= 2.0))) {  // NaN included
+    // torch.mps's words, which API.md quotes.
+    detail::throw_invalid("Invalid fraction value: " + detail::py_float(fraction) +
+                          ". Allowed range: 0~2");
+  }
   return Runtime::get().device(device).allocator().set_memory_fraction(fraction);
 }
 
@@ -199,6 +215,7 @@ size_t set_cache_limit(size_t bytes, int device) {
 }
 
 int add_reclaim_callback(std::function<bool(size_t)> fn, int device) {
+  if (!fn) detail::throw_invalid("[allocator] add_reclaim_callback: the callback is empty");
   return Runtime::get().device(device).allocator().add_reclaim_callback(std::move(fn));
 }
 

@@ -22,10 +22,29 @@ int64_t Stream::id() const noexcept {
 int Stream::priority() const noexcept {
   return impl_->priority();
 }
+namespace {
+[[noreturn]] MPSRT_COLD void throw_null_stream() {
+  detail::throw_invalid(
+      "[stream] the Stream is empty (the stream() of an empty Buffer); use default_stream() or "
+      "current_stream()");
+}
+[[noreturn]] MPSRT_COLD void throw_bad_sync_type(SyncType type) {
+  detail::throw_invalid("[stream] commit: invalid SyncType " +
+                        std::to_string(static_cast<int>(type)) +
+                        "; expected None, Commit, CommitAndWait, CommitAndContinue or "
+                        "CommitAdaptive");
+}
+}  // namespace
+
 void Stream::check_owner() const {
+  if (MPSRT_UNLIKELY(impl_ == nullptr)) throw_null_stream();
   if (MPSRT_UNLIKELY(impl_->stale())) detail::throw_forked("Stream");
 }
 void Stream::commit(SyncType type) {
+  if (MPSRT_UNLIKELY(static_cast<unsigned>(type) >
+                     static_cast<unsigned>(SyncType::CommitAdaptive))) {
+    throw_bad_sync_type(type);
+  }
   check_owner();
   impl_->commit(type);
 }

@@ -24,16 +24,24 @@ nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> state_array(const RngState& s) {
   return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner);
 }
 
-Spec::DType spec_dtype(const std::string& name) {
-  static const std::pair<const char*, Spec::DType> kMap[] = {
-      {"uint8", Spec::DType::U8},    {"int32", Spec::DType::I32},   {"int64", Spec::DType::I64},
-      {"uint32", Spec::DType::U32},  {"float16", Spec::DType::F16}, {"bfloat16", Spec::DType::BF16},
-      {"float32", Spec::DType::F32}, {"float64", Spec::DType::F64}, {"bool", Spec::DType::Bool},
-  };
-  for (const auto& [n, d] : kMap) {
-    if (name == n) return d;
+// The RandomSpec enum value whose name (random_op_name / random_dtype_name) is `name`.
+bool find_op(const std::string& name, Spec::Op* out) {
+  for (uint8_t i = 0; random_op_name(static_cast<Spec::Op>(i)) != nullptr; ++i) {
+    if (name == random_op_name(static_cast<Spec::Op>(i))) {
+      *out = static_cast<Spec::Op>(i);
+      return true;
+    }
   }
-  throw nb::value_error(("random numbers cannot be written as " + name).c_str());
+  return false;
+}
+bool find_dtype(const std::string& name, Spec::DType* out) {
+  for (uint8_t i = 0; random_dtype_name(static_cast<Spec::DType>(i)) != nullptr; ++i) {
+    if (name == random_dtype_name(static_cast<Spec::DType>(i))) {
+      *out = static_cast<Spec::DType>(i);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -76,20 +84,11 @@ void init_random(nb::module_& m) {
       [](PyBuffer& buf, const std::string& op, double a, double b, int64_t low, uint64_t range,
          double p, Generator& gen) {
         Spec spec;
-        if (op == "bits") {
-          spec.op = Spec::Op::Bits;
-        } else if (op == "uniform") {
-          spec.op = Spec::Op::Uniform;
-        } else if (op == "normal") {
-          spec.op = Spec::Op::Normal;
-        } else if (op == "int") {
-          spec.op = Spec::Op::IntRange;
-        } else if (op == "bernoulli") {
-          spec.op = Spec::Op::Bernoulli;
-        } else {
-          throw nb::value_error(("unknown random op " + op).c_str());
+        if (!find_op(op, &spec.op)) throw nb::value_error(("unknown random op " + op).c_str());
+        if (!find_dtype(buf.dtype->name, &spec.dtype)) {
+          throw nb::value_error(
+              (std::string("random numbers cannot be written as ") + buf.dtype->name).c_str());
         }
-        spec.dtype = spec_dtype(buf.dtype->name);
         spec.a = a;
         spec.b = b;
         spec.low = low;
@@ -105,6 +104,16 @@ void init_random(nb::module_& m) {
       },
       nb::arg("buffer"), nb::arg("op"), nb::arg("a"), nb::arg("b"), nb::arg("low"),
       nb::arg("range"), nb::arg("p"), nb::arg("generator"));
+  m.def(
+      "_random_supported",
+      [](const std::string& op, const std::string& dtype) {
+        Spec::Op o;
+        Spec::DType d;
+        return find_op(op, &o) && find_dtype(dtype, &d) && random_supported(o, d);
+      },
+      nb::arg("op"), nb::arg("dtype"),
+      "True when the random op ('bits', 'uniform', 'normal', 'int', 'bernoulli') can write "
+      "dtype: mpsrt::random_supported, the rule the core enforces.");
 }
 
 }  // namespace mpsrt::python

@@ -29,8 +29,7 @@ def set_per_process_memory_fraction(fraction: float) -> None:
     """Hard limit = fraction x recommended_max_memory() for the current device; 0: no limit."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
-    if not 0 <= fraction <= 2:  # NaN included
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~2")
+    # The range (0~2, NaN refused) is checked by the core, with torch.mps's message.
     _C.set_per_process_memory_fraction(fraction, _C.current_device())
 
 

@@ -20,9 +20,10 @@ Generator = _C.Generator
 Buffer = _C.Buffer
 
 RNG_STATE_SIZE = 44
-_FLOATS = ("float16", "bfloat16", "float32", "float64")
-_INTS = {"uint8": (0, 1 << 8), "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
-_BERNOULLI = (*_FLOATS, "uint8", "int32", "int64", "bool")
+# Which op writes which dtype, and every value rule of the random fills (finite parameters,
+# low <= high, std >= 0, p in [0, 1], integer ranges that fit the dtype), live in the core
+# (mpsrt::random_fill); this module converts arguments and raises the TypeErrors.
+_supports = _C._random_supported
 
 
 def _seed_value(seed: Any, caller: str) -> int:
@@ -184,21 +185,16 @@ def _generator_for(buf: Buffer, generator: Generator | None, caller: str) -> Gen
             f"{caller}(): generator must be an mpsrt.Generator or None, got "
             f"{type(generator).__name__}"
         )
-    if generator.device != buf.device:
-        raise ValueError(
-            f"{caller}(): the generator is on device {generator.device} but the "
-            f"buffer on device {buf.device}"
-        )
     return generator
 
 
 def _float(x: Any, name: str, caller: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{caller}(): {name} must be a number, got {type(x).__name__}")
-    v = float(x)
-    if v != v or v in (float("inf"), float("-inf")):
-        raise ValueError(f"{caller}(): {name} must be finite, got {v}")
-    return v
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond the float range: not finite, as the core says
+        return float("inf") if x > 0 else float("-inf")
 
 
 def _fill(
@@ -223,11 +219,9 @@ def _uniform_(
 ) -> Buffer:
     """Fills with numbers uniform in [low, high), on the current stream."""
     _check_buffer(self, "uniform_")
-    if self.dtype not in _FLOATS:
+    if not _supports("uniform", self.dtype):
         raise TypeError(f"uniform_() needs a floating-point Buffer, got {self.dtype}")
     lo, hi = _float(low, "low", "uniform_"), _float(high, "high", "uniform_")
-    if not lo <= hi:
-        raise ValueError(f"uniform_(): expected low <= high, got low={lo}, high={hi}")
     return _fill(self, "uniform", generator, "uniform_", a=lo, b=hi)
 
 
@@ -236,11 +230,9 @@ def _normal_(
 ) -> Buffer:
     """Fills with normal numbers of the given mean and standard deviation."""
     _check_buffer(self, "normal_")
-    if self.dtype not in _FLOATS:
+    if not _supports("normal", self.dtype):
         raise TypeError(f"normal_() needs a floating-point Buffer, got {self.dtype}")
     m, s = _float(mean, "mean", "normal_"), _float(std, "std", "normal_")
-    if s < 0:
-        raise ValueError(f"normal_(): std must be >= 0, got {s}")
     return _fill(self, "normal", generator, "normal_", a=m, b=s)
 
 
@@ -258,26 +250,31 @@ def _random_(
 ) -> Buffer:
     """Fills with integers uniform in [low, high) (default high: the dtype's limit)."""
     _check_buffer(self, "random_")
-    if self.dtype not in _INTS:
+    if not _supports("int", self.dtype):
         raise TypeError(f"random_() writes uint8, int32 or int64 Buffers, got {self.dtype}")
-    dmin, dmax = _INTS[self.dtype]
+    bits = 8 * self.itemsize
     lo = _int_arg(low, "low", "random_")
-    hi = dmax if high is None else _int_arg(high, "high", "random_")
-    if not lo < hi:
+    hi = (1 << (bits if self.dtype == "uint8" else bits - 1)) if high is None else high
+    hi = _int_arg(hi, "high", "random_")
+    if not (hi < lo or lo < -(1 << 63) or lo >= (1 << 63) or hi - lo >= (1 << 64)):
+        # The core checks the range (non-empty, within the dtype).
+        return _fill(self, "int", generator, "random_", low=lo, rng=hi - lo)
+    # Values the C++ API cannot carry (int64 low, uint64 range): refused here in its words.
+    if hi < lo:
         raise ValueError(f"random_(): expected low < high, got low={lo}, high={hi}")
+    dmin = 0 if self.dtype == "uint8" else -(1 << (bits - 1))
+    dmax = (1 << bits) + dmin
     if lo < dmin or hi > dmax:
         raise ValueError(f"random_(): [{lo}, {hi}) does not fit in {self.dtype} ([{dmin}, {dmax}))")
-    return _fill(self, "int", generator, "random_", low=lo, rng=hi - lo)
+    raise ValueError(f"random_(): [{lo}, {hi}) has 2**64 values; at most 2**64 - 1 are supported")
 
 
 def _bernoulli_(self: Buffer, p: float = 0.5, generator: Generator | None = None) -> Buffer:
     """Fills with 1 with probability p, else 0."""
     _check_buffer(self, "bernoulli_")
-    if self.dtype not in _BERNOULLI:
+    if not _supports("bernoulli", self.dtype):
         raise TypeError(f"bernoulli_() cannot write {self.dtype}")
     pv = _float(p, "p", "bernoulli_")
-    if not 0.0 <= pv <= 1.0:
-        raise ValueError(f"bernoulli_(): p must be in [0, 1], got {pv}")
     return _fill(self, "bernoulli", generator, "bernoulli_", p=pv)
 
 

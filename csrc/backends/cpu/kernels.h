@@ -53,10 +53,9 @@ extern const Kernels kAvx512Kernels;
 
 /// The random-number kernels' signature (Kernels::random).
 using RandomFn = void (*)(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
-/// True when Kernels::random implements op with output dtype (the others write nothing):
-/// Bits: U32; Uniform, Normal: F16, BF16, F32, F64; IntRange: U8, I32, I64 (written as two's
-/// complement); Bernoulli: every dtype but U32.
-bool random_supported(backend::RandomOp op, backend::RandomDType dtype) noexcept;
+/// True when Kernels::random implements op with output dtype (the others write nothing); the
+/// rule is mpsrt::random_supported(). IntRange writes two's complement.
+using backend::random_supported;
 
 // Per-ISA random kernels (defined in random_<isa>.cpp, compiled with the ISA's -m flags).
 void random_scalar(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);

@@ -36,22 +36,4 @@ void random_scalar(void* dst, const backend::RandomParams& p, uint64_t first, ui
   rnd::random_impl<ScalarGen>(dst, p, first, n);
 }
 
-bool random_supported(backend::RandomOp op, backend::RandomDType dtype) noexcept {
-  using backend::RandomDType;
-  using backend::RandomOp;
-  switch (op) {
-    case RandomOp::Bits:
-      return dtype == RandomDType::U32;
-    case RandomOp::Uniform:
-    case RandomOp::Normal:
-      return dtype == RandomDType::F16 || dtype == RandomDType::BF16 || dtype == RandomDType::F32 ||
-             dtype == RandomDType::F64;
-    case RandomOp::IntRange:
-      return dtype == RandomDType::U8 || dtype == RandomDType::I32 || dtype == RandomDType::I64;
-    case RandomOp::Bernoulli:
-      return dtype != RandomDType::U32;
-  }
-  return false;
-}
-
 }  // namespace mpsrt::cpu

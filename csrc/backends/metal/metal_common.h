@@ -144,8 +144,8 @@ struct Encoder {
   void random(id<MTLBuffer> buf, uint64_t offset, const backend::RandomParams& p) const;
 };
 
-/// True when the kernels implement op with this output dtype (as the cpu backend).
-bool random_supported(backend::RandomOp op, backend::RandomDType d) noexcept;
+/// True when the kernels implement op with this output dtype (mpsrt::random_supported()).
+using backend::random_supported;
 
 /// Queues (metal_queue.mm).
 std::unique_ptr<backend::Queue> make_queue(std::shared_ptr<DeviceShared> d, int priority);

@@ -64,24 +64,6 @@ void dispatch(id<MTLComputeCommandEncoder> enc, uint64_t items) {
 
 }  // namespace
 
-bool random_supported(backend::RandomOp op, backend::RandomDType d) noexcept {
-  using backend::RandomDType;
-  using backend::RandomOp;
-  switch (op) {
-    case RandomOp::Bits:
-      return d == RandomDType::U32;
-    case RandomOp::Uniform:
-    case RandomOp::Normal:
-      return d == RandomDType::F16 || d == RandomDType::BF16 || d == RandomDType::F32 ||
-             d == RandomDType::F64;
-    case RandomOp::IntRange:
-      return d == RandomDType::U8 || d == RandomDType::I32 || d == RandomDType::I64;
-    case RandomOp::Bernoulli:
-      return d != RandomDType::U32;
-  }
-  return false;
-}
-
 void DeviceShared::create_kernels() {
   @autoreleasepool {
     NSString* source = [NSString stringWithUTF8String:kKernelSource];

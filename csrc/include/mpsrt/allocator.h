@@ -27,7 +27,8 @@ class MPSRT_API Buffer {
  public:
   Buffer() noexcept = default;
   /// nbytes of uninitialised memory on `stream`'s device (0 bytes gives an empty Buffer).
-  /// Throws mpsrt::OutOfMemory when the limit or the device refuses.
+  /// Throws mpsrt::OutOfMemory when the limit or the device refuses, std::invalid_argument
+  /// when `stream` is empty.
   Buffer(size_t nbytes, const Stream& stream);
   /// On the current stream of the current device.
   explicit Buffer(size_t nbytes);
@@ -51,7 +52,8 @@ class MPSRT_API Buffer {
   /// Host address of the memory when the device's memory is host-visible, else nullptr.
   void* host_ptr() const noexcept;
   /// Marks the buffer as used by `stream`: its memory will not be reused on another stream
-  /// until that stream's work encoded so far has completed.
+  /// until that stream's work encoded so far has completed. Throws std::invalid_argument when
+  /// the stream is on another device.
   void record_stream(const Stream& stream);
   /// Frees now (stream-ordered); the Buffer becomes empty. In a child process forked after the
   /// Buffer was made, the memory is the parent's: it is left alone and the Buffer empties.
@@ -60,13 +62,18 @@ class MPSRT_API Buffer {
   /// process was forked after it was made). Every operation below checks it.
   void check_owner() const;
 
-  /// Encodes a fill of [offset, offset + nbytes) with a 1/2/4/8-byte pattern on `stream`.
+  /// Encodes a fill of the whole buffer with a 1/2/4/8-byte pattern on `stream` (the low
+  /// pattern_size bytes of `pattern`, little-endian; a tail shorter than the pattern is left
+  /// as it was). Throws std::invalid_argument for another pattern size or a stream on another
+  /// device.
   void fill(uint64_t pattern, unsigned pattern_size, const Stream& stream);
-  /// Encodes a copy of src's bytes into this buffer (same size) on `stream`.
+  /// Encodes a copy of src's bytes into this buffer (same size; src may be this buffer) on
+  /// `stream`. Throws std::invalid_argument when the sizes differ or src, this buffer and the
+  /// stream are not on one device.
   void copy_from(const Buffer& src, const Stream& stream);
-  /// Copies nbytes (the buffer's size) from host memory now, after the device's pending work.
-  /// Throws std::invalid_argument when the sizes differ, mpsrt::Error when the memory is not
-  /// host-visible.
+  /// Copies nbytes (the buffer's size) from host memory now, after the device's pending work;
+  /// the source may overlap the buffer's own host memory. Throws std::invalid_argument when
+  /// the sizes differ or src is null, mpsrt::Error when the memory is not host-visible.
   void copy_from_host(const void* src, size_t nbytes);
 
   detail::Block* block() const noexcept { return block_; }
@@ -90,12 +97,15 @@ MPSRT_API uint64_t recommended_max_memory(int device = -1);
 /// Releases every cached, unused heap of the device back to the driver.
 MPSRT_API void empty_cache(int device = -1);
 /// Hard limit = fraction x recommended_max_memory (0: unlimited). Returns the previous
-/// fraction. Throws std::invalid_argument outside [0, 2].
+/// fraction. Throws std::invalid_argument outside [0, 2] or for NaN, with torch.mps's message
+/// "Invalid fraction value: <fraction>. Allowed range: 0~2".
 MPSRT_API double set_per_process_memory_fraction(double fraction, int device = -1);
-/// Cap on cached-but-unused bytes; returns the previous cap (SIZE_MAX: none).
+/// Cap on cached-but-unused bytes; returns the previous cap (SIZE_MAX: none). Every value is
+/// valid (0: keep nothing cached).
 MPSRT_API size_t set_cache_limit(size_t bytes, int device = -1);
 /// A reclaim callback runs when an allocation would fail, with the bytes needed; it may free
 /// memory and returns true to ask for a retry. Returns an id for remove_reclaim_callback.
+/// Throws std::invalid_argument for an empty fn, or (remove) an id that is not registered.
 MPSRT_API int add_reclaim_callback(std::function<bool(size_t)> fn, int device = -1);
 MPSRT_API void remove_reclaim_callback(int id, int device = -1);
 

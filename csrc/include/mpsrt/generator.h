@@ -39,7 +39,7 @@ class MPSRT_API Generator {
   uint64_t offset() const;
   void set_offset(uint64_t offset);
   RngState get_state() const;
-  /// Throws std::invalid_argument unless size == kRngStateSize.
+  /// Throws std::invalid_argument unless size == kRngStateSize and data is not null.
   void set_state(const uint8_t* data, size_t size);
   int device() const noexcept { return device_; }
   detail::GeneratorImpl* impl() const noexcept { return impl_.get(); }
@@ -64,7 +64,41 @@ struct RandomSpec {
   double p = 0.5;      ///< Bernoulli: probability of 1
 };
 
+/// Which op writes which element type -- the one rule every layer asks (the Python layer
+/// through mpsrt._C, the backends' kernels through backends/backend.h):
+/// Bits: uint32; Uniform, Normal: float16, bfloat16, float32, float64; IntRange: uint8, int32,
+/// int64; Bernoulli: every dtype but uint32. False for values outside the enums.
+constexpr bool random_supported(RandomSpec::Op op, RandomSpec::DType dtype) noexcept {
+  using Op = RandomSpec::Op;
+  using D = RandomSpec::DType;
+  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(D::Bool)) return false;
+  switch (op) {
+    case Op::Bits:
+      return dtype == D::U32;
+    case Op::Uniform:
+    case Op::Normal:
+      return dtype == D::F16 || dtype == D::BF16 || dtype == D::F32 || dtype == D::F64;
+    case Op::IntRange:
+      return dtype == D::U8 || dtype == D::I32 || dtype == D::I64;
+    case Op::Bernoulli:
+      return dtype != D::U32;
+  }
+  return false;
+}
+
+/// The dtype's name ("uint8", ..., "bool"), or nullptr outside the enum.
+MPSRT_API const char* random_dtype_name(RandomSpec::DType dtype) noexcept;
+/// The op's name ("bits", "uniform", "normal", "int", "bernoulli"), or nullptr outside the enum.
+MPSRT_API const char* random_op_name(RandomSpec::Op op) noexcept;
+
 /// Fills the first `count` elements of `buffer` on `stream` with the generator's next numbers.
+/// Throws std::invalid_argument, before anything is encoded, when
+/// - op or dtype is outside its enum, or op cannot write dtype (random_supported());
+/// - Uniform: a or b is not finite, or a > b; Normal: a or b is not finite, or b < 0;
+///   IntRange: range is 0, or [low, low + range) does not fit in dtype;
+///   Bernoulli: p is not finite or outside [0, 1] (checked even when count is 0);
+/// - count x the element size is more than buffer.nbytes(), or the buffer is empty;
+/// - the buffer, the generator and the stream are not on one device.
 MPSRT_API void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec,
                            Generator& generator, const Stream& stream);
 

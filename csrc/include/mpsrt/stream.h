@@ -33,7 +33,7 @@ class MPSRT_API Stream {
   int64_t id() const noexcept;
   /// Commits the open command buffer by `type`. Commit and CommitAndWait commit a command
   /// buffer even when nothing was encoded (an empty command buffer), which is how the
-  /// device round trip is measured.
+  /// device round trip is measured. Throws std::invalid_argument for a value outside SyncType.
   void commit(SyncType type);
   /// Waits until every command committed or encoded so far has completed.
   void synchronize();
@@ -49,7 +49,9 @@ class MPSRT_API Stream {
   /// by fn is reported at the stream's next synchronize().
   void add_callback(std::function<void()> fn);
   /// Throws mpsrt::Error when the stream belongs to the runtime of a parent process (this
-  /// process was forked after it was made). The operations above check it.
+  /// process was forked after it was made), std::invalid_argument when the Stream is empty
+  /// (Buffer::stream() of an empty Buffer). The operations above and every call taking a
+  /// Stream check it.
   void check_owner() const;
 
   bool operator==(const Stream& o) const noexcept { return impl_ == o.impl_; }
