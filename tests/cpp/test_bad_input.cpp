@@ -411,14 +411,14 @@ std::vector<Row> rows() {
         b.synchronize();
         a.elapsed_time(b);
       },
-      "[event] elapsed_time: both events must be created with enable_timing=True");
+      "[event] elapsed_time: Both events must be created with argument 'enable_timing=True'");
   add(
       "Event-elapsed-not-recorded",
       [](Ctx&) {
         mpsrt::Event a(true), b(true);
         a.elapsed_time(b);
       },
-      "[event] elapsed_time: both events must be recorded before measuring");
+      "[event] elapsed_time: Both events must be recorded before calculating elapsed time");
 
   // ------------------------------------------------------------ memory settings
   for (double f : {-0.5, 2.5, kNaN, kInf, -kInf, 2.0000000000000004}) {
