@@ -40,11 +40,18 @@ constexpr size_t kHugePage = size_t(2) << 20;
 class CpuEvent final : public backend::TimelineEvent {
  public:
   explicit CpuEvent(int64_t spin_ns) : spin_ns_(spin_ns) {}
+  // A waiter that sees the new value may destroy the event at once, while the signalling
+  // thread is still inside notify(); the destructor waits for signals in flight to leave.
+  ~CpuEvent() override {
+    while (signalling_.load(std::memory_order_acquire) != 0) cpu_relax();
+  }
   void signal(uint64_t v) override {
+    signalling_.fetch_add(1, std::memory_order_relaxed);
     uint64_t cur = value_.load(std::memory_order_relaxed);
     while (cur < v && !value_.compare_exchange_weak(cur, v, std::memory_order_release)) {
     }
     park_.notify();
+    signalling_.fetch_sub(1, std::memory_order_release);
   }
   bool wait(uint64_t target, int64_t timeout_ns) override {
     return park_.wait([&] { return value_.load(std::memory_order_acquire) >= target; }, spin_ns_,
@@ -54,6 +61,7 @@ class CpuEvent final : public backend::TimelineEvent {
 
  private:
   std::atomic<uint64_t> value_{0};
+  std::atomic<uint32_t> signalling_{0};
   ParkWord park_;
   int64_t spin_ns_;
 };
