@@ -7,7 +7,7 @@ import re
 
 import mpsrt
 import pytest
-from conftest import run_python
+from conftest import reset_runtime, run_python
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -81,9 +81,9 @@ def test_bad_value_is_a_clear_error_and_recoverable(
         with pytest.raises(ValueError, match=pattern):  # every call says so, none hangs
             mpsrt.synchronize()
     finally:
-        env.pop(var)
-        mpsrt._C._reset_runtime(env)
+        reset_runtime(backend)  # the backend under test again, even when `var` named another
     assert mpsrt.device_count() >= 1
+    assert mpsrt.backend() == backend
 
 
 def test_env_is_read_at_first_use_in_a_fresh_process(backend: str) -> None:
