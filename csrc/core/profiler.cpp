@@ -159,6 +159,17 @@ std::vector<OpenRange>& range_stack() {
   return stack;
 }
 
+/// The ranges range_start() opened and range_end() has not closed yet, by id.
+struct AsyncRanges {
+  std::mutex mu;
+  int64_t next_id = 1;
+  std::unordered_map<int64_t, OpenRange> open;
+};
+AsyncRanges& async_ranges() {
+  static AsyncRanges* r = new AsyncRanges;  // used from atexit and fork handlers: never freed
+  return *r;
+}
+
 Snapshot snapshot(Runtime* rt) {
   Snapshot s;
   s.pid = static_cast<int>(getpid());
@@ -409,9 +420,11 @@ void reset() {
 void fork_prepare() {
   session_mutex().lock();
   registry().mu.lock();
+  async_ranges().mu.lock();
 }
 
 void fork_parent() {
+  async_ranges().mu.unlock();
   registry().mu.unlock();
   session_mutex().unlock();
 }
@@ -426,6 +439,7 @@ void fork_child() {
   }
   r.buffers.swap(keep);
   r.mu.unlock();
+  async_ranges().mu.unlock();  // open ranges stay open in the child: it may end them
   session_mutex().unlock();
 }
 
@@ -496,7 +510,9 @@ uint64_t Snapshot::dropped() const {
 }
 
 std::string_view record_name(const ThreadRecords& t, const Record& r) {
-  if (r.kind == Kind::Mark || r.kind == Kind::Range) return t.strings[r.name];
+  if (r.kind == Kind::Mark || r.kind == Kind::Range || r.kind == Kind::AsyncRange) {
+    return t.strings[r.name];
+  }
   switch (r.kind) {
     case Kind::Alloc:
       return "alloc";
@@ -606,6 +622,52 @@ int range_pop() {
     });
   }
   return depth;
+}
+
+int64_t range_start(std::string_view message) {
+  prof::OpenRange r;
+  if (prof::flags() != 0) {
+    r.message = message;
+    r.session = prof::g_session.load(std::memory_order_acquire);
+    r.begin = prof::now_ns();
+    if (prof::PlatformSink* sink = prof::platform_sink()) {
+      r.sink_id = sink->range_begin(r.message);
+      r.sink = sink;
+    }
+  }
+  prof::AsyncRanges& ranges = prof::async_ranges();
+  std::lock_guard<std::mutex> lock(ranges.mu);
+  const int64_t id = ranges.next_id++;
+  ranges.open.emplace(id, std::move(r));
+  return id;
+}
+
+void range_end(int64_t id) {
+  prof::OpenRange r;
+  {
+    prof::AsyncRanges& ranges = prof::async_ranges();
+    std::lock_guard<std::mutex> lock(ranges.mu);
+    auto it = ranges.open.find(id);
+    if (it == ranges.open.end()) {
+      detail::throw_invalid("[profiler] range_end: no range with id " + std::to_string(id) +
+                            " is open; pass an id that range_start() returned, once");
+    }
+    r = std::move(it->second);
+    ranges.open.erase(it);
+  }
+  if (r.sink != nullptr) r.sink->range_end(r.sink_id);
+  if (r.session != 0 && prof::flags() != 0 &&
+      r.session == prof::g_session.load(std::memory_order_acquire)) {
+    prof::Record rec;
+    rec.begin = r.begin;
+    rec.end = prof::now_ns();
+    rec.kind = prof::Kind::AsyncRange;
+    rec.a = static_cast<uint64_t>(id);
+    prof::with_buffer([&](prof::ThreadBuffer& t) {
+      rec.name = t.intern_locked(r.message);
+      t.push_locked(rec);
+    });
+  }
 }
 
 TraceSummary export_trace(const std::string& path) {

@@ -20,6 +20,7 @@ enum class Kind : uint8_t {
   HostCopy,       // host thread: a copy done by the CPU; name = Op, a = bytes
   Mark,           // host thread: name = string id
   Range,          // host thread: a popped range; name = string id, a = depth
+  AsyncRange,     // process: a range_start/range_end range (ended on this thread); a = its id
   Counter,        // device: a = allocated bytes, b = reserved bytes
   Alloc,          // host thread: a = bytes, b = address, stream = pool
   Free,

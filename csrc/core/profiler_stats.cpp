@@ -122,6 +122,7 @@ std::string format_statistics(const Snapshot& s, uint32_t log_bits) {
           ++marks;
           break;
         case Kind::Range:
+        case Kind::AsyncRange:
           ++ranges;
           break;
         case Kind::CommandBuffer:

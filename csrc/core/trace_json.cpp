@@ -219,6 +219,16 @@ void write_record(Writer& w, const ThreadRecords& t, const Record& r, int host_p
       w.num(r.a);
       w.raw("}}");
       break;
+    case Kind::AsyncRange:
+      // An async slice (begin and end share the id): its own row under the process, since
+      // such ranges may overlap without nesting and end on another thread.
+      for (const auto& [ph, ts] : {std::pair<char, int64_t>{'b', r.begin}, {'e', r.end}}) {
+        head(w, ph, name, "range", host_pid, t.tid, ts);
+        w.raw(",\"id\":");
+        w.num(r.a);
+        w.ch('}');
+      }
+      break;
     case Kind::Counter:
       for (const auto& [series, value] : {std::pair<const char*, uint64_t>{"allocated", r.a},
                                           std::pair<const char*, uint64_t>{"reserved", r.b}}) {

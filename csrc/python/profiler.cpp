@@ -20,6 +20,8 @@ void init_profiler(nb::module_& m) {
   m.def("mark", &profiler::mark, nb::arg("message"));
   m.def("range_push", &profiler::range_push, nb::arg("message"));
   m.def("range_pop", &profiler::range_pop);
+  m.def("range_start", &profiler::range_start, nb::arg("message"));
+  m.def("range_end", &profiler::range_end, nb::arg("range_id"));
   m.def(
       "export_trace",
       [](const std::string& path) {

@@ -28,8 +28,10 @@ __all__ = [
     "metal_capture",
     "profile",
     "range",
+    "range_end",
     "range_pop",
     "range_push",
+    "range_start",
     "start",
     "stop",
 ]
@@ -108,6 +110,25 @@ def range_pop() -> int:
     """Closes the calling thread's innermost range; returns the depth it had. RuntimeError when
     the thread has no open range."""
     return _P.range_pop()
+
+
+def range_start(msg: str) -> int:
+    """Opens a range that any thread may end (torch.cuda.nvtx.range_start); returns its id, a
+    positive int. Such ranges may overlap without nesting; a trace shows each on its own row."""
+    return _P.range_start(_message(msg, "range_start()"))
+
+
+def range_end(range_id: int) -> None:
+    """Ends the range with this id (from range_start()), on any thread. ValueError when no
+    range with that id is open."""
+    if isinstance(range_id, bool) or not isinstance(range_id, int):
+        raise TypeError(
+            "[profiler] range_end(): range_id must be an int returned by range_start(), got "
+            f"{type(range_id).__name__}"
+        )
+    if not -(2**63) <= range_id < 2**63:
+        raise OverflowError(f"[profiler] range_end(): range_id {range_id} does not fit in 64 bits")
+    _P.range_end(range_id)
 
 
 class range:

@@ -447,6 +447,12 @@ std::vector<Row> rows() {
         "[profiler] start: modes must combine kInterval (1) and kEvent (2), got " +
             std::to_string(modes));
   }
+  for (int64_t id : {int64_t{0}, int64_t{-1}, int64_t{987654321}}) {
+    add(
+        "profiler-range_end-" + std::to_string(id), [id](Ctx&) { mpsrt::profiler::range_end(id); },
+        "[profiler] range_end: no range with id " + std::to_string(id) +
+            " is open; pass an id that range_start() returned, once");
+  }
   return v;
 }
 

@@ -185,6 +185,23 @@ TEST_P(ProfilerTest, NothingIsRecordedOutsideASession) {
   EXPECT_FALSE(profiler::is_active());
 }
 
+TEST_P(ProfilerTest, StartEndRangesEndOnAnyThreadAndMayOverlap) {
+  profiler::start(profiler::kInterval);
+  const int64_t a = profiler::range_start("first");
+  const int64_t b = profiler::range_start("second");
+  EXPECT_GT(a, 0);
+  EXPECT_GT(b, a);
+  profiler::range_end(a);                                       // overlapping, not nested
+  std::thread([b] { profiler::range_end(b); }).join();          // ended on another thread
+  EXPECT_THROW(profiler::range_end(b), std::invalid_argument);  // once only
+  profiler::stop();
+  const std::string json = export_text();
+  EXPECT_EQ(count(json, "\"ph\":\"b\""), 2u);
+  EXPECT_EQ(count(json, "\"ph\":\"e\""), 2u);
+  EXPECT_EQ(count(json, "\"id\":" + std::to_string(a) + "}"), 2u);
+  EXPECT_EQ(count(json, "\"id\":" + std::to_string(b) + "}"), 2u);
+}
+
 TEST_P(ProfilerTest, RangesNestPerThreadAndAnUnbalancedPopThrows) {
   EXPECT_THROW(profiler::range_pop(), mpsrt::Error);
   profiler::start(profiler::kInterval);

@@ -1128,6 +1128,16 @@ for _id, _call, _exc, _msg in [
         "no range is open on this thread",
     ),
     ("range-int", lambda c: profiler.range(5), TypeError, "range(): msg must be a str, got int"),
+    ("range_start-None", lambda c: profiler.range_start(None), TypeError, "got NoneType"),
+    (
+        "range_end-unknown",
+        lambda c: profiler.range_end(987654321),
+        ValueError,
+        "[profiler] range_end: no range with id 987654321 is open",
+    ),
+    ("range_end-str", lambda c: profiler.range_end("1"), TypeError, "range_id must be an int"),
+    ("range_end-bool", lambda c: profiler.range_end(True), TypeError, "got bool"),
+    ("range_end-huge", lambda c: profiler.range_end(-(2**63) - 1), OverflowError, "64 bits"),
     (
         "export_trace-int",
         lambda c: profiler.export_trace(5),

@@ -263,6 +263,54 @@ def test_an_unbalanced_range_pop_is_a_clear_error() -> None:
         profiler.range_pop()
 
 
+def test_range_start_end_cross_threads_and_overlap(tmp_path: Path) -> None:
+    # torch.cuda.nvtx.range_start/range_end: ids, ended on any thread, ranges that overlap
+    # without nesting; each is an async slice ("b"/"e" with the id) in the trace.
+    with profiler.profile():
+        a = profiler.range_start("load a")
+        b = profiler.range_start("load b")
+        assert isinstance(a, int) and isinstance(b, int) and 0 < a < b
+        profiler.range_end(a)  # a ends before b: overlapping, not nested
+        t = threading.Thread(target=profiler.range_end, args=(b,))
+        t.start()
+        t.join()
+        ender = t.native_id
+    profiler.export_trace(tmp_path / "t.json")
+    trace = load(tmp_path / "t.json")
+    begins = {e["id"]: e for e in events(trace, "b", "range")}
+    ends = {e["id"]: e for e in events(trace, "e", "range")}
+    assert set(begins) == set(ends) == {a, b}
+    assert begins[a]["name"] == ends[a]["name"] == "load a"
+    assert begins[b]["name"] == "load b"
+    assert begins[a]["ts"] <= begins[b]["ts"] <= ends[a]["ts"] <= ends[b]["ts"]
+    assert ends[b]["tid"] == ender and ends[a]["tid"] == threading.get_native_id()
+    assert events(trace, "X", "range") == []  # not mixed up with push/pop ranges
+
+
+def test_range_end_errors_and_ranges_outside_a_session(tmp_path: Path) -> None:
+    r = profiler.range_start("no session")  # works, records nothing
+    profiler.range_end(r)
+    with pytest.raises(ValueError, match=rf"range_end: no range with id {r} is open"):
+        profiler.range_end(r)  # ended already
+    with pytest.raises(ValueError, match=r"range_end: no range with id 0 is open"):
+        profiler.range_end(0)
+    with pytest.raises(TypeError, match=r"range_id must be an int returned by range_start"):
+        profiler.range_end("1")  # type: ignore[arg-type]
+    with pytest.raises(OverflowError, match=r"does not fit in 64 bits"):
+        profiler.range_end(2**64)
+    with pytest.raises(TypeError, match=r"msg must be a str"):
+        profiler.range_start(3)  # type: ignore[arg-type]
+    # A range started before a session and ended during it is not recorded (no begin time);
+    # a range still open when the session ends stays usable.
+    early = profiler.range_start("early")
+    with profiler.profile():
+        profiler.range_end(early)
+        late = profiler.range_start("late")
+    profiler.range_end(late)
+    profiler.export_trace(tmp_path / "t.json")
+    assert events(load(tmp_path / "t.json"), "b", "range") == []
+
+
 def test_threads_get_their_own_tracks(tmp_path: Path) -> None:
     tids: list[int] = []
 
@@ -527,7 +575,11 @@ def open_in_trace_processor(path: Path) -> Any:
 def test_perfetto_trace_processor_loads_the_trace(tmp_path: Path) -> None:
     side = mpsrt.Stream()
     with profiler.profile("interval,event"):
+        rid = profiler.range_start("cross-thread")
         workload(side)
+        t = threading.Thread(target=profiler.range_end, args=(rid,))
+        t.start()
+        t.join()
     path = tmp_path / "t.json"
     profiler.export_trace(path)
     trace = load(path)
@@ -563,6 +615,11 @@ def test_perfetto_trace_processor_loads_the_trace(tmp_path: Path) -> None:
             "where c.category = 'device'"
         )
         assert {r.name for r in parents} == {"command_buffer"} and len(parents) == 4
+
+        # The range_start/range_end range: one async slice, outside the thread tracks.
+        (cross,) = q("select s.dur, s.track_id from slice s where s.name = 'cross-thread'")
+        assert cross.dur > 0
+        assert q(f"select id from thread_track where id = {cross.track_id}") == []
 
         # Thread and process names.
         tnames = {r.name for r in q("select name from thread where name is not null")}

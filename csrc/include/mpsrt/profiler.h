@@ -43,6 +43,13 @@ MPSRT_API int range_push(std::string_view message);
 /// Closes the calling thread's innermost range; returns the depth it had. Throws mpsrt::Error
 /// when the thread has no open range.
 MPSRT_API int range_pop();
+/// Opens a range that any thread may end (torch.cuda.nvtx.range_start): returns its id, a
+/// positive integer never given twice in the process. Such ranges do not nest; a session
+/// records each as an asynchronous slice of the process (its own row in a trace viewer).
+MPSRT_API int64_t range_start(std::string_view message);
+/// Ends the range that range_start() returned `id` for, from any thread. Throws
+/// std::invalid_argument when no range with that id is open (never started, or ended already).
+MPSRT_API void range_end(int64_t id);
 
 /// What an export wrote.
 struct TraceSummary {
