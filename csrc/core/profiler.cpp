@@ -583,18 +583,41 @@ void mark(std::string_view message) {
   if (prof::PlatformSink* sink = prof::platform_sink()) sink->mark(message);
 }
 
+namespace {
+// A range's start: its message, session and begin time are kept only while a session runs.
+void open_range(prof::OpenRange& r, std::string_view message) {
+  if (prof::flags() == 0) return;
+  r.message = message;
+  r.session = prof::g_session.load(std::memory_order_acquire);
+  r.begin = prof::now_ns();
+  if (prof::PlatformSink* sink = prof::platform_sink()) {
+    r.sink_id = sink->range_begin(r.message);
+    r.sink = sink;
+  }
+}
+
+// A range's end: recorded when the session it began in still runs.
+void close_range(const prof::OpenRange& r, prof::Kind kind, uint64_t a) {
+  if (r.sink != nullptr) r.sink->range_end(r.sink_id);
+  if (r.session == 0 || prof::flags() == 0 ||
+      r.session != prof::g_session.load(std::memory_order_acquire)) {
+    return;
+  }
+  prof::Record rec;
+  rec.begin = r.begin;
+  rec.end = prof::now_ns();
+  rec.kind = kind;
+  rec.a = a;
+  prof::with_buffer([&](prof::ThreadBuffer& t) {
+    rec.name = t.intern_locked(r.message);
+    t.push_locked(rec);
+  });
+}
+}  // namespace
+
 int range_push(std::string_view message) {
   auto& stack = prof::range_stack();
-  prof::OpenRange& r = stack.emplace_back();
-  if (prof::flags() != 0) {
-    r.message = message;
-    r.session = prof::g_session.load(std::memory_order_acquire);
-    r.begin = prof::now_ns();
-    if (prof::PlatformSink* sink = prof::platform_sink()) {
-      r.sink_id = sink->range_begin(r.message);
-      r.sink = sink;
-    }
-  }
+  open_range(stack.emplace_back(), message);
   return static_cast<int>(stack.size()) - 1;
 }
 
@@ -608,33 +631,13 @@ int range_pop() {
   const prof::OpenRange r = std::move(stack.back());
   stack.pop_back();
   const int depth = static_cast<int>(stack.size());
-  if (r.sink != nullptr) r.sink->range_end(r.sink_id);
-  if (r.session != 0 && prof::flags() != 0 &&
-      r.session == prof::g_session.load(std::memory_order_acquire)) {
-    prof::Record rec;
-    rec.begin = r.begin;
-    rec.end = prof::now_ns();
-    rec.kind = prof::Kind::Range;
-    rec.a = static_cast<uint64_t>(depth);
-    prof::with_buffer([&](prof::ThreadBuffer& t) {
-      rec.name = t.intern_locked(r.message);
-      t.push_locked(rec);
-    });
-  }
+  close_range(r, prof::Kind::Range, static_cast<uint64_t>(depth));
   return depth;
 }
 
 int64_t range_start(std::string_view message) {
   prof::OpenRange r;
-  if (prof::flags() != 0) {
-    r.message = message;
-    r.session = prof::g_session.load(std::memory_order_acquire);
-    r.begin = prof::now_ns();
-    if (prof::PlatformSink* sink = prof::platform_sink()) {
-      r.sink_id = sink->range_begin(r.message);
-      r.sink = sink;
-    }
-  }
+  open_range(r, message);
   prof::AsyncRanges& ranges = prof::async_ranges();
   std::lock_guard<std::mutex> lock(ranges.mu);
   const int64_t id = ranges.next_id++;
@@ -655,19 +658,7 @@ void range_end(int64_t id) {
     r = std::move(it->second);
     ranges.open.erase(it);
   }
-  if (r.sink != nullptr) r.sink->range_end(r.sink_id);
-  if (r.session != 0 && prof::flags() != 0 &&
-      r.session == prof::g_session.load(std::memory_order_acquire)) {
-    prof::Record rec;
-    rec.begin = r.begin;
-    rec.end = prof::now_ns();
-    rec.kind = prof::Kind::AsyncRange;
-    rec.a = static_cast<uint64_t>(id);
-    prof::with_buffer([&](prof::ThreadBuffer& t) {
-      rec.name = t.intern_locked(r.message);
-      t.push_locked(rec);
-    });
-  }
+  close_range(r, prof::Kind::AsyncRange, static_cast<uint64_t>(id));
 }
 
 TraceSummary export_trace(const std::string& path) {
