@@ -299,7 +299,9 @@ void record_memory_history(bool enabled, size_t max_entries,
                            int device) {
   HistoryOptions o;
   o.max_entries = max_entries;
-  o.context = frames_fn ? HistoryContext::All : HistoryContext::None;
+  // As this form always did: allocation stacks only, and no free_completed entries.
+  o.context = frames_fn ? HistoryContext::Alloc : HistoryContext::None;
+  o.skip_actions = {"free_completed"};
   o.frames_fn = std::move(frames_fn);
   record_memory_history(enabled, o, device);
 }

@@ -191,7 +191,8 @@ struct HistoryOptions {
 /// an unknown skip action ("[allocator] skip_actions: unknown action '<a>'; expected ...") or a
 /// context out of range.
 MPSRT_API void record_memory_history(bool enabled, const HistoryOptions& options, int device = -1);
-/// The same with every stack (HistoryContext::All) when frames_fn is set, none otherwise.
+/// The earlier form: allocation stacks (HistoryContext::Alloc) when frames_fn is set, none
+/// otherwise; free_completed is not recorded.
 MPSRT_API void record_memory_history(bool enabled, size_t max_entries,
                                      std::function<std::shared_ptr<const StackFrames>()> frames_fn,
                                      int device = -1);
