@@ -185,6 +185,11 @@ void reset_peak_memory_stats(int device) {
   d.allocator().locked([&](const auto&) { d.stats().reset_peak(); });
 }
 
+void reset_accumulated_memory_stats(int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  d.allocator().locked([&](const auto&) { d.stats().reset_accumulated(); });
+}
+
 uint64_t current_allocated_memory(int device) {
   return Runtime::get().device(device).allocator().allocated_bytes();
 }
@@ -210,6 +215,17 @@ double set_per_process_memory_fraction(double fraction, int device) {
   return Runtime::get().device(device).allocator().set_memory_fraction(fraction);
 }
 
+double get_per_process_memory_fraction(int device) {
+  return Runtime::get().device(device).allocator().memory_fraction();
+}
+
+std::pair<uint64_t, uint64_t> mem_get_info(int device) {
+  DeviceContext& d = Runtime::get().device(device);
+  const uint64_t total = d.backend_device().info().total_memory;
+  const uint64_t held = d.backend_device().driver_allocated_bytes();
+  return {held < total ? total - held : 0, total};
+}
+
 size_t set_cache_limit(size_t bytes, int device) {
   return Runtime::get().device(device).allocator().set_cache_limit(bytes);
 }
@@ -223,12 +239,71 @@ void remove_reclaim_callback(int id, int device) {
   Runtime::get().device(device).allocator().remove_reclaim_callback(id);
 }
 
+namespace {
+// Trace actions by name, as torch.cuda's snapshot spells them ("snapshot" is accepted in
+// skip_actions and never recorded).
+struct ActionName {
+  const char* name;
+  detail::AllocAction action;
+  bool recorded;
+};
+constexpr ActionName kActionNames[] = {
+    {"alloc", detail::AllocAction::Alloc, true},
+    {"free_requested", detail::AllocAction::FreeRequested, true},
+    {"free_completed", detail::AllocAction::FreeCompleted, true},
+    {"segment_alloc", detail::AllocAction::SegmentAlloc, true},
+    {"segment_free", detail::AllocAction::SegmentFree, true},
+    {"oom", detail::AllocAction::Oom, true},
+    {"snapshot", detail::AllocAction::Oom, false},
+};
+
+const char* action_name(detail::AllocAction a) {
+  for (const ActionName& n : kActionNames) {
+    if (n.recorded && n.action == a) return n.name;
+  }
+  return "unknown";
+}
+}  // namespace
+
+void record_memory_history(bool enabled, const HistoryOptions& options, int device) {
+  uint32_t skip = 0;
+  for (const std::string& a : options.skip_actions) {
+    const ActionName* found = nullptr;
+    for (const ActionName& n : kActionNames) {
+      if (a == n.name) found = &n;
+    }
+    if (found == nullptr) {
+      detail::throw_invalid(
+          "[allocator] skip_actions: unknown action '" + a +
+          "'; expected alloc, free_requested, free_completed, segment_alloc, segment_free, oom "
+          "or snapshot");
+    }
+    if (found->recorded) skip |= detail::action_bit(found->action);
+  }
+  const auto level = static_cast<uint8_t>(options.context);
+  if (level > static_cast<uint8_t>(HistoryContext::All)) {
+    detail::throw_invalid("[allocator] record_memory_history: context " + std::to_string(level) +
+                          " is out of range; expected a HistoryContext");
+  }
+  DeviceContext& d = Runtime::get().device(device);
+  d.allocator().locked([&](const auto&) {
+    d.history().configure(enabled, options.max_entries, options.context, skip,
+                          options.clear_history);
+  });
+  d.allocator().set_context_fn(enabled ? options.frames_fn : nullptr,
+                               enabled ? options.context : HistoryContext::None);
+}
+
 void record_memory_history(bool enabled, size_t max_entries,
                            std::function<std::shared_ptr<const StackFrames>()> frames_fn,
                            int device) {
-  DeviceContext& d = Runtime::get().device(device);
-  d.allocator().locked([&](const auto&) { d.history().configure(enabled, max_entries); });
-  d.allocator().set_context_fn(enabled ? std::move(frames_fn) : nullptr);
+  HistoryOptions o;
+  o.max_entries = max_entries;
+  // As this form always did: allocation stacks only, and no free_completed entries.
+  o.context = frames_fn ? HistoryContext::Alloc : HistoryContext::None;
+  o.skip_actions = {"free_completed"};
+  o.frames_fn = std::move(frames_fn);
+  record_memory_history(enabled, o, device);
 }
 
 MemorySnapshot memory_snapshot(int device) {
@@ -241,6 +316,7 @@ MemorySnapshot memory_snapshot(int device) {
     for (const detail::HeapRec* h : sorted) {
       SegmentInfo s;
       s.address = h->base;
+      s.frames = h->context;
       s.total_size = h->size;
       s.pool = detail::pool_name(h->pool);
       for (const Block* b = h->first; b != nullptr; b = b->next) {
@@ -258,11 +334,9 @@ MemorySnapshot memory_snapshot(int device) {
       }
       snap.segments.push_back(std::move(s));
     }
-    static const char* kActions[] = {
-        "alloc", "free_requested", "segment_alloc", "segment_free", "retry", "oom", "empty_cache"};
     for (const detail::TraceEntry& e : d.history().entries()) {
       TraceInfo t;
-      t.action = kActions[static_cast<int>(e.action)];
+      t.action = action_name(e.action);
       t.address = e.address;
       t.size = e.size;
       t.stream = e.stream;

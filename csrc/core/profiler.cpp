@@ -475,6 +475,8 @@ void AllocatorTrace::on_event(const AllocEvent& e) {
       counters = false;
       break;
     case AllocAction::Retry:
+    case AllocAction::SyncAllStreams:
+    case AllocAction::FreeCompleted:
       return;
   }
   with_buffer([&](ThreadBuffer& t) {

@@ -2,11 +2,13 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "core/allocator/caching_allocator.h"
 #include "core/runtime.h"
@@ -24,6 +26,20 @@ std::string props_repr(const DeviceProperties& p) {
          "MB, max_buffer_size=" + std::to_string(p.max_buffer_size >> 20) +
          "MB, unified_memory=" + (p.unified_memory ? "True" : "False") + ", details='" + p.details +
          "')";
+}
+
+// Everything a DeviceProperties says, for == and hash().
+std::tuple<int, std::string, std::string, uint64_t, uint64_t, uint64_t, bool, double, std::string>
+props_key(const DeviceProperties& p) {
+  return {p.index,
+          p.name,
+          p.backend,
+          p.total_memory,
+          p.recommended_max_memory,
+          p.max_buffer_size,
+          p.unified_memory,
+          p.timestamp_period_ns,
+          p.details};
 }
 }  // namespace
 
@@ -56,7 +72,16 @@ void init_device(nb::module_& m) {
       .def_ro("unified_memory", &DeviceProperties::unified_memory)
       .def_ro("timestamp_period_ns", &DeviceProperties::timestamp_period_ns)
       .def_ro("details", &DeviceProperties::details)
-      .def("__repr__", &props_repr);
+      .def("__repr__", &props_repr)
+      .def(
+          "__eq__",
+          [](const DeviceProperties& a, nb::handle other) -> nb::object {
+            if (!nb::isinstance<DeviceProperties>(other)) return nb::borrow(Py_NotImplemented);
+            const DeviceProperties& b = nb::cast<const DeviceProperties&>(other);
+            return nb::bool_(props_key(a) == props_key(b));
+          },
+          nb::arg("other").none(), "Equal when both describe the same device.")
+      .def("__hash__", [](const DeviceProperties& p) { return nb::hash(nb::cast(props_key(p))); });
 
   m.def("is_available", &is_available, "True when the active backend has a device.");
   m.def("backend", &backend_name, "The active backend: 'cpu', 'vulkan' or 'metal'.");

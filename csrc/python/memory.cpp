@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -327,17 +328,30 @@ std::string repr(const PyBuffer& b) {
          (b.nbytes != 0 && !b.buf.defined() ? ", released" : "") + ")";
 }
 
+// Frames of files under this prefix (the mpsrt package's own wrappers) are left out at the
+// innermost end, so that a stack starts at the caller's code. Written with the GIL held.
+std::string g_package_prefix;
+// Frames taken by a binding before it released the GIL (empty_cache), for the allocator's
+// request on the same thread.
+thread_local std::shared_ptr<const StackFrames> t_pending_frames;
+std::atomic<bool> g_recording_frames{false};
+
 // The calling Python code's frames, innermost first (allocation history with stacks).
 std::shared_ptr<const StackFrames> capture_frames() {
-  if (!PyGILState_Check()) return nullptr;
+  if (!PyGILState_Check()) return t_pending_frames;
   auto frames = std::make_shared<StackFrames>();
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);
+  bool leading = !g_package_prefix.empty();
   while (f != nullptr && frames->size() < 64) {
     PyCodeObject* code = PyFrame_GetCode(f);
     nb::object c = nb::steal(reinterpret_cast<PyObject*>(code));
-    frames->push_back({nb::cast<std::string>(c.attr("co_filename")), PyFrame_GetLineNumber(f),
-                       nb::cast<std::string>(c.attr("co_name"))});
+    std::string filename = nb::cast<std::string>(c.attr("co_filename"));
+    leading = leading && filename.compare(0, g_package_prefix.size(), g_package_prefix) == 0;
+    if (!leading) {
+      frames->push_back({std::move(filename), PyFrame_GetLineNumber(f),
+                         nb::cast<std::string>(c.attr("co_name"))});
+    }
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
     f = back;
@@ -543,8 +557,35 @@ void init_memory(nb::module_& m) {
   m.def("current_allocated_memory", &current_allocated_memory, nb::arg("device") = -1);
   m.def("reserved_memory", &reserved_memory, nb::arg("device") = -1);
   m.def("recommended_max_memory", &recommended_max_memory, nb::arg("device") = -1);
-  m.def("empty_cache", &empty_cache, nb::arg("device") = -1,
-        nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "empty_cache",
+      [](int device) {
+        // The caller's frames for history's segment_free entries, taken while the GIL is held.
+        std::shared_ptr<const StackFrames> frames;
+        if (g_recording_frames.load(std::memory_order_relaxed)) frames = capture_frames();
+        t_pending_frames = std::move(frames);
+        {
+          nb::gil_scoped_release release;
+          try {
+            empty_cache(device);
+          } catch (...) {
+            t_pending_frames.reset();
+            throw;
+          }
+        }
+        t_pending_frames.reset();
+      },
+      nb::arg("device") = -1);
+  m.def("reset_accumulated_memory_stats", &reset_accumulated_memory_stats, nb::arg("device") = -1);
+  m.def("get_per_process_memory_fraction", &get_per_process_memory_fraction,
+        nb::arg("device") = -1);
+  m.def(
+      "mem_get_info",
+      [](int device) {
+        const auto [free, total] = mem_get_info(device);
+        return nb::make_tuple(free, total);
+      },
+      nb::arg("device") = -1);
   m.def("set_per_process_memory_fraction", &set_per_process_memory_fraction, nb::arg("fraction"),
         nb::arg("device") = -1);
   m.def("set_cache_limit", &set_cache_limit, nb::arg("bytes"), nb::arg("device") = -1);
@@ -568,15 +609,24 @@ void init_memory(nb::module_& m) {
   m.def("remove_reclaim_callback", &remove_reclaim_callback, nb::arg("id"), nb::arg("device") = -1);
   m.def(
       "_record_memory_history",
-      [](bool enabled, size_t max_entries, bool with_frames, int device) {
-        record_memory_history(
-            enabled, max_entries,
-            with_frames ? std::function<std::shared_ptr<const StackFrames>()>(&capture_frames)
-                        : nullptr,
-            device);
+      [](bool enabled, size_t max_entries, int context, std::vector<std::string> skip_actions,
+         bool clear_history, std::string package_prefix, int device) {
+        if (context < 0 || context > static_cast<int>(HistoryContext::All)) {
+          throw nb::value_error("_record_memory_history(): context must be 0 (None) to 3 (all)");
+        }
+        HistoryOptions o;
+        o.max_entries = max_entries;
+        o.context = static_cast<HistoryContext>(context);
+        o.skip_actions = std::move(skip_actions);
+        o.clear_history = clear_history;
+        if (o.context != HistoryContext::None) o.frames_fn = &capture_frames;
+        g_package_prefix = std::move(package_prefix);
+        record_memory_history(enabled, o, device);
+        if (enabled && o.context == HistoryContext::All) g_recording_frames = true;
       },
-      nb::arg("enabled"), nb::arg("max_entries") = 0, nb::arg("with_frames") = true,
-      nb::arg("device") = -1);
+      nb::arg("enabled"), nb::arg("max_entries") = 0, nb::arg("context") = 3,
+      nb::arg("skip_actions") = std::vector<std::string>(), nb::arg("clear_history") = false,
+      nb::arg("package_prefix") = "", nb::arg("device") = -1);
   m.def(
       "_memory_snapshot",
       [](int device) {
@@ -585,6 +635,7 @@ void init_memory(nb::module_& m) {
         for (const SegmentInfo& s : snap.segments) {
           nb::dict d;
           d["address"] = s.address;
+          d["frames"] = frames_list(s.frames);
           d["total_size"] = s.total_size;
           d["allocated_size"] = s.allocated_size;
           d["requested_size"] = s.requested_size;

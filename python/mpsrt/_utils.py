@@ -19,8 +19,10 @@ def device_index(device: DeviceLike, *, optional: bool = True, caller: str = "de
     """Returns the device index `device` names, checked against device_count().
 
     Accepts an int, a string ('mps', 'mps:N', '<backend>' or '<backend>:N' for the active
-    backend), an object with `.type` and `.index` (a torch.device), or None when `optional`
-    (meaning the current device). Wrong type -> TypeError; bad value -> ValueError.
+    backend), a device context manager (`mpsrt.device(d)`, anything with an int `.idx`), an
+    object with `.type` and `.index` (a torch.device), or None when `optional` (meaning the
+    current device). Every function that takes a device uses this one rule.
+    Wrong type -> TypeError; bad value -> ValueError.
     """
     if device is None:
         if optional:
@@ -29,6 +31,13 @@ def device_index(device: DeviceLike, *, optional: bool = True, caller: str = "de
             f"{caller}() expected a device index (int) or a device string such as 'mps:0'; got None"
         )
     if isinstance(device, bool) or not isinstance(device, (int, str)):
+        ctx_idx = getattr(device, "idx", None)
+        if isinstance(ctx_idx, int) and not isinstance(ctx_idx, bool):
+            # A device context manager (mpsrt.device(d), torch.cuda.device-like): its index;
+            # -1 is device(None), which names no device.
+            return device_index(
+                None if ctx_idx == -1 else ctx_idx, optional=optional, caller=caller
+            )
         dev_type = getattr(device, "type", None)
         if isinstance(dev_type, str) and hasattr(device, "index"):
             idx = device.index

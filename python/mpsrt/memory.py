@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import pickle
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from . import _C
@@ -25,12 +28,26 @@ def empty_cache() -> None:
     _C.empty_cache(_C.current_device())
 
 
-def set_per_process_memory_fraction(fraction: float) -> None:
-    """Hard limit = fraction x recommended_max_memory() for the current device; 0: no limit."""
+def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) -> None:
+    """Hard limit = fraction x recommended_max_memory() of the device (default: the current
+    one); 0: no limit. The device is checked first, as torch.cuda does."""
+    idx = _dev(device, "set_per_process_memory_fraction")
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     # The range (0~2, NaN refused) is checked by the core, with torch.mps's message.
-    _C.set_per_process_memory_fraction(fraction, _C.current_device())
+    _C.set_per_process_memory_fraction(fraction, idx)
+
+
+def get_per_process_memory_fraction(device: DeviceLike = None) -> float:
+    """The fraction in force on the device (MPSRT_HIGH_WATERMARK_RATIO, 1.7 by default, until
+    set_per_process_memory_fraction(); 0: no limit)."""
+    return _C.get_per_process_memory_fraction(_dev(device, "get_per_process_memory_fraction"))
+
+
+def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
+    """(free, total) bytes of the device, as torch.cuda.mem_get_info: total is its
+    total_memory, free what of it this process's heaps do not hold."""
+    return tuple(_C.mem_get_info(_dev(device, "mem_get_info")))  # type: ignore[return-value]
 
 
 def set_cache_limit(nbytes: int) -> int:
@@ -87,6 +104,12 @@ def reset_peak_memory_stats(device: DeviceLike = None) -> None:
 
 def reset_max_memory_allocated(device: DeviceLike = None) -> None:
     reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
+    """Zeroes the accumulated figures of memory_stats(), as torch.cuda: every stat's
+    ".allocated" and ".freed" totals and the num_* counters. Current and peak values stay."""
+    _C.reset_accumulated_memory_stats(_dev(device, "reset_accumulated_memory_stats"))
 
 
 def _fmt(n: int) -> str:
@@ -153,43 +176,155 @@ def remove_reclaim_callback(handle: int) -> None:
 
 # ---------------------------------------------------------------- history and snapshots
 
-_HISTORY_ENABLED = (None, "state", "all")
-_STATE_ONLY = False
+
+class _HistoryArgumentError(ValueError, RuntimeError):
+    """A bad value for _record_memory_history: a ValueError (mpsrt's rule) that is also the
+    RuntimeError torch.cuda raises for it."""
+
+
+_ENABLED = (None, "state", "all")
+_CONTEXTS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 _STACKS = ("python", "all")
+_PACKAGE_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _record_memory_history(
+def _check_str_or_none(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(
+            f"_record_memory_history(): {name} must be a str or None, got {type(value).__name__}"
+        )
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"_record_memory_history(): {name} must be a bool, got {type(value).__name__}"
+        )
+
+
+def _record_memory_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> None:
+    """Records allocator events for snapshot(), with torch.cuda.memory's signature.
+
+    enabled: None stops recording; "state" keeps the stacks of live blocks and a trace of one
+    entry (the newest); "all" keeps a trace of up to max_entries entries.
+    context: None no stacks; "state" stacks of live blocks only; "alloc" also in the trace
+    (frees carry their allocation's); "all" frees (and empty_cache's segment_free) carry their
+    own. Stacks are Python frames and start at the caller's code (mpsrt's own wrappers left out).
+    stacks: "python" or "all" (mpsrt records Python frames either way).
+    clear_history: drop the entries recorded so far.
+    compile_context, global_record_annotations: accepted for torch.cuda's signature (no
+    torch.compile or annotations here).
+    skip_actions: trace actions not recorded (alloc, free_requested, free_completed,
+    segment_alloc, segment_free, oom, snapshot).
+    A bool `enabled` takes torch.cuda's legacy form (_record_memory_history_legacy).
+    """
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+def _record_memory_history_impl(
     enabled: str | None = "all",
     context: str | None = "all",
     stacks: str = "all",
-    max_entries: int = 0,
+    max_entries: int = sys.maxsize,
     device: DeviceLike = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: Sequence[str] | None = None,
 ) -> None:
-    """Records allocation events for snapshot() (torch.cuda.memory._record_memory_history).
-
-    enabled: None stops recording; "state" keeps no event trace; "all" records events.
-    context / stacks: with "all" or "alloc" context, Python frames are kept for each event.
-    max_entries: the newest events kept (0: unlimited).
-    """
-    if enabled not in _HISTORY_ENABLED:
-        raise ValueError(f"enabled must be one of {_HISTORY_ENABLED}, got {enabled!r}")
-    if context not in (None, "state", "alloc", "all"):
-        raise ValueError(f"context must be None, 'state', 'alloc' or 'all', got {context!r}")
+    _check_str_or_none("enabled", enabled)
+    _check_str_or_none("context", context)
+    if not isinstance(stacks, str):
+        raise TypeError(
+            f"_record_memory_history(): stacks must be a str, got {type(stacks).__name__}"
+        )
+    if enabled not in _ENABLED:
+        raise _HistoryArgumentError(
+            f"enabled must be one of {_ENABLED}, got {enabled!r} "
+            "(expected state to be 'state', 'all', or None)"
+        )
+    if context not in _CONTEXTS:
+        raise _HistoryArgumentError(
+            f"context must be None, 'state', 'alloc' or 'all', got {context!r} "
+            "(expected context to be 'state', 'alloc', 'all', or None)"
+        )
     if stacks not in _STACKS:
-        raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
+        raise _HistoryArgumentError(
+            f"stacks must be 'python' or 'all', got {stacks!r} "
+            "(expected stacks to be 'python', or 'all')"
+        )
     if isinstance(max_entries, bool) or not isinstance(max_entries, int):
         raise TypeError(f"max_entries must be an int, got {type(max_entries).__name__}")
     if max_entries < 0:
-        raise ValueError(f"max_entries must be >= 0, got {max_entries}")
+        raise _HistoryArgumentError(f"max_entries must be >= 0, got {max_entries}")
+    _check_bool("clear_history", clear_history)
+    _check_bool("compile_context", compile_context)
+    _check_bool("global_record_annotations", global_record_annotations)
+    skip = _skip_actions(skip_actions)
     idx = _dev(device, "_record_memory_history")
-    global _STATE_ONLY
-    _STATE_ONLY = enabled == "state"
-    _C._record_memory_history(
-        enabled is not None,
-        max_entries if enabled == "all" else 1,
-        context in ("alloc", "all"),
-        idx,
-    )
+    # torch.cuda: the trace keeps max(1, max_entries) entries with "all", one with "state".
+    entries = max(1, min(max_entries, 2**64 - 1)) if enabled == "all" else 1
+    _record(enabled is not None, entries, _CONTEXTS[context], skip, clear_history, idx)
+
+
+def _skip_actions(skip_actions: object) -> list[str]:
+    if skip_actions is None:
+        return []
+    if isinstance(skip_actions, (str, bytes)) or not isinstance(skip_actions, Sequence):
+        raise TypeError(
+            "_record_memory_history(): skip_actions must be None or a list of action names, "
+            f"got {type(skip_actions).__name__}"
+        )
+    for a in skip_actions:
+        if not isinstance(a, str):
+            raise TypeError(
+                "_record_memory_history(): skip_actions must hold str action names, "
+                f"got {type(a).__name__}"
+            )
+    return list(skip_actions)
+
+
+def _record(
+    enabled: bool, entries: int, context: int, skip: list[str], clear: bool, idx: int
+) -> None:
+    try:
+        _C._record_memory_history(enabled, entries, context, skip, clear, _PACKAGE_PREFIX, idx)
+    except ValueError as e:  # an unknown skip action: the core's words
+        raise _HistoryArgumentError(str(e)) from None
+
+
+def _record_memory_history_legacy(
+    enabled: bool,
+    record_context: bool = True,
+    trace_alloc_max_entries: int = 1,
+    trace_alloc_record_context: bool = False,
+    device: DeviceLike = None,
+    record_context_cpp: bool = False,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+) -> None:
+    """torch.cuda's legacy form: stacks of live blocks when record_context, in the trace too
+    when trace_alloc_record_context; a trace of trace_alloc_max_entries entries."""
+    for name, v in (
+        ("record_context", record_context),
+        ("trace_alloc_record_context", trace_alloc_record_context),
+        ("record_context_cpp", record_context_cpp),
+        ("clear_history", clear_history),
+        ("compile_context", compile_context),
+        ("global_record_annotations", global_record_annotations),
+    ):
+        _check_bool(name, v)
+    n = trace_alloc_max_entries
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"trace_alloc_max_entries must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise _HistoryArgumentError(f"trace_alloc_max_entries must be >= 0, got {n}")
+    context = (2 if trace_alloc_record_context else 1) if record_context else 0
+    idx = _dev(device, "_record_memory_history")
+    _record(enabled, max(1, min(n, 2**64 - 1)), context, [], clear_history, idx)
 
 
 def snapshot(device: DeviceLike = None) -> dict[str, Any]:
@@ -220,22 +355,20 @@ def snapshot(device: DeviceLike = None) -> dict[str, Any]:
                 "segment_type": "small" if seg["pool"] == "small" else "large",
                 "segment_pool_id": (0, 0),
                 "is_expandable": False,
-                "frames": [],
+                "frames": seg["frames"],
                 "blocks": blocks,
             }
         )
-    events = []
-    for t in trace:
-        events.append(t)
-        if t["action"] == "free_requested":  # frees are stream-ordered; done when requested
-            events.append(dict(t, action="free_completed"))
-    traces = [[] for _ in range(_C.device_count())]
-    traces[idx] = [] if _STATE_ONLY else events
+    traces: list[list[dict[str, Any]]] = [[] for _ in range(_C.device_count())]
+    traces[idx] = list(trace)
     return {
         "segments": out_segments,
         "device_traces": traces,
         "allocator_settings": {"backend": _C.backend()},
     }
+
+
+_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)  # type: ignore[attr-defined]
 
 
 def _snapshot(device: DeviceLike = None) -> dict[str, Any]:

@@ -1221,6 +1221,101 @@ TEST_P(AllocatorTest, HistoryRecordsOutOfMemory) {
   mpsrt::set_per_process_memory_fraction(prev, 0);
 }
 
+// ------------------------------------------------------------------------------ issue 16
+
+TEST_P(AllocatorTest, GetPerProcessMemoryFractionReadsWhatSetWrote) {
+  const double prev = mpsrt::get_per_process_memory_fraction(0);
+  EXPECT_EQ(mpsrt::set_per_process_memory_fraction(1.25, 0), prev);
+  EXPECT_EQ(mpsrt::get_per_process_memory_fraction(-1), 1.25);
+  EXPECT_THROW(mpsrt::set_per_process_memory_fraction(2.5, 0), std::invalid_argument);
+  EXPECT_EQ(mpsrt::get_per_process_memory_fraction(0), 1.25);
+  mpsrt::set_per_process_memory_fraction(prev, 0);
+}
+
+TEST_P(AllocatorTest, ResetAccumulatedStatsZeroesTotalsAndCountersOnly) {
+  { Buffer a(20 * kMiB); }
+  mpsrt::empty_cache(0);
+  Buffer keep(4096);
+  const auto before = mpsrt::memory_stats(0);
+  EXPECT_GE(before.at("allocation.all.allocated"), 2);
+  EXPECT_GE(before.at("num_device_free"), 1);
+  EXPECT_GE(before.at("num_sync_all_streams"), 1);
+  mpsrt::reset_accumulated_memory_stats(0);
+  const auto after = mpsrt::memory_stats(0);
+  for (const auto& [k, v] : after) {
+    const bool total = k.size() > 10 && (k.rfind(".allocated") == k.size() - 10 ||
+                                         (k.size() > 6 && k.rfind(".freed") == k.size() - 6));
+    if (total || k.rfind("num_", 0) == 0) {
+      EXPECT_EQ(v, 0) << k;
+    } else if (k != "max_split_size") {
+      EXPECT_EQ(v, before.at(k)) << k;
+    }
+  }
+}
+
+TEST_P(AllocatorTest, MemGetInfoIsTotalMinusWhatTheProcessHolds) {
+  const auto [free, total] = mpsrt::mem_get_info(0);
+  EXPECT_EQ(total, mpsrt::get_device_properties(0).total_memory);
+  EXPECT_EQ(free, total - mpsrt::driver_allocated_memory(0));
+  Buffer b(40 * kMiB);
+  EXPECT_LE(mpsrt::mem_get_info(0).first, free - 40 * kMiB);
+}
+
+TEST_P(AllocatorTest, SyncAllStreamsCountsEmptyCacheAndTheLastRung) {
+  const int64_t n = stat("num_sync_all_streams");
+  mpsrt::empty_cache(0);
+  EXPECT_EQ(stat("num_sync_all_streams"), n + 1);
+  const double prev = mpsrt::set_per_process_memory_fraction(fraction_for(64 * kMiB), 0);
+  EXPECT_THROW(Buffer(100 * kMiB), mpsrt::OutOfMemory);
+  EXPECT_EQ(stat("num_sync_all_streams"), n + 2);
+  mpsrt::set_per_process_memory_fraction(prev, 0);
+}
+
+TEST_P(AllocatorTest, HistoryOptionsFreeStacksSegmentsAndSkips) {
+  std::string who = "alloc_site";
+  mpsrt::HistoryOptions o;
+  o.context = mpsrt::HistoryContext::All;
+  o.skip_actions = {"segment_alloc"};
+  o.frames_fn = [&who] {
+    return std::make_shared<const mpsrt::StackFrames>(mpsrt::StackFrames{{"f.py", 1, who}});
+  };
+  mpsrt::record_memory_history(true, o, 0);
+  Buffer a(20 * kMiB);
+  const uint64_t at = a.address();
+  const mpsrt::MemorySnapshot mid = mpsrt::memory_snapshot(0);
+  ASSERT_EQ(mid.segments.size(), 1u);
+  ASSERT_TRUE(mid.segments[0].frames != nullptr);
+  EXPECT_EQ((*mid.segments[0].frames)[0].name, "alloc_site");
+  who = "free_site";
+  a.reset();
+  who = "empty_cache_site";
+  mpsrt::empty_cache(0);
+  const mpsrt::MemorySnapshot snap = mpsrt::memory_snapshot(0);
+  std::vector<std::string> got;
+  for (const mpsrt::TraceInfo& t : snap.trace) {
+    ASSERT_TRUE(t.frames != nullptr) << t.action;
+    got.push_back(t.action + "@" + (*t.frames)[0].name);
+  }
+  const std::vector<std::string> want = {"alloc@alloc_site", "free_requested@free_site",
+                                         "free_completed@free_site",
+                                         "segment_free@empty_cache_site"};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(snap.trace[0].address, at);
+  // clear_history drops what was recorded; an unknown action is refused, nothing changed.
+  o.clear_history = true;
+  mpsrt::record_memory_history(true, o, 0);
+  EXPECT_TRUE(mpsrt::memory_snapshot(0).trace.empty());
+  o.skip_actions = {"bogus"};
+  try {
+    mpsrt::record_memory_history(true, o, 0);
+    ADD_FAILURE() << "an unknown skip action was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[allocator] skip_actions: unknown action 'bogus'"),
+              std::string::npos);
+  }
+  mpsrt::record_memory_history(false, mpsrt::HistoryOptions{}, 0);
+}
+
 // ------------------------------------------------------------------------------ concurrency
 
 TEST_P(AllocatorTest, ConcurrentAllocAndFreeNeverOverlap) {

@@ -343,7 +343,26 @@ std::vector<Row> rows() {
       {"remove_reclaim_callback", [](int d) { mpsrt::remove_reclaim_callback(0, d); }},
       {"record_memory_history", [](int d) { mpsrt::record_memory_history(false, 0, nullptr, d); }},
       {"memory_snapshot", [](int d) { mpsrt::memory_snapshot(d); }},
+      {"get_per_process_memory_fraction", [](int d) { mpsrt::get_per_process_memory_fraction(d); }},
+      {"reset_accumulated_memory_stats", [](int d) { mpsrt::reset_accumulated_memory_stats(d); }},
+      {"mem_get_info", [](int d) { mpsrt::mem_get_info(d); }},
+      {"record_memory_history-options",
+       [](int d) { mpsrt::record_memory_history(true, mpsrt::HistoryOptions{}, d); }},
   };
+  {
+    mpsrt::HistoryOptions bad;
+    bad.skip_actions = {"alloc", "allocate"};
+    add(
+        "record_memory_history-skip-unknown",
+        [bad](Ctx&) { mpsrt::record_memory_history(true, bad, 0); },
+        "[allocator] skip_actions: unknown action 'allocate'; expected alloc, free_requested");
+    mpsrt::HistoryOptions ctx;
+    ctx.context = static_cast<mpsrt::HistoryContext>(9);
+    add(
+        "record_memory_history-context-9",
+        [ctx](Ctx&) { mpsrt::record_memory_history(true, ctx, 0); },
+        "[allocator] record_memory_history: context 9 is out of range");
+  }
   for (const auto& [name, fn] : device_calls) {
     add(
         name + "-device-count", [fn = fn](Ctx& c) { fn(c.n); }, "[device] invalid device index ");

@@ -106,6 +106,11 @@ DEVICE_FUNCS: dict[str, Callable[[Any], Any]] = {
     "reset_max_memory_allocated": mpsrt.reset_max_memory_allocated,
     "memory_summary": mpsrt.memory_summary,
     "memory.snapshot": memory.snapshot,
+    "get_per_process_memory_fraction": mpsrt.get_per_process_memory_fraction,
+    "set_per_process_memory_fraction": lambda d: mpsrt.set_per_process_memory_fraction(0.5, d),
+    "reset_accumulated_memory_stats": mpsrt.reset_accumulated_memory_stats,
+    "mem_get_info": mpsrt.mem_get_info,
+    "memory._record_memory_history": lambda d: memory._record_memory_history(device=d),
     "Stream": lambda d: mpsrt.Stream(device=d),
     "Generator": lambda d: mpsrt.Generator(device=d),
     "empty": lambda d: mpsrt.empty(8, device=d),
@@ -414,6 +419,61 @@ case(
     TypeError,
     "max_entries must be an int",
     "memory._record_memory_history",
+)
+# torch.cuda raises RuntimeError (TORCH_CHECK) for these values; mpsrt's is both that and the
+# ValueError of API.md's rule.
+for _kw, _value, _msg in [
+    ("enabled", "bogus", "expected state to be 'state', 'all', or None"),
+    ("context", "bogus", "expected context to be 'state', 'alloc', 'all', or None"),
+    ("stacks", "bogus", "expected stacks to be 'python', or 'all'"),
+    ("skip_actions", ["bogus"], "[allocator] skip_actions: unknown action 'bogus'; expected alloc"),
+    ("skip_actions", ["alloc", "free"], "unknown action 'free'"),
+]:
+    for _exc in (ValueError, RuntimeError):
+        case(
+            f"_record_memory_history-{_kw}-{_value}-{_exc.__name__}",
+            (lambda k, v: lambda c: memory._record_memory_history(**{k: v}))(_kw, _value),
+            _exc,
+            _msg,
+            "memory._record_memory_history",
+        )
+for _kw, _value, _msg in [
+    ("enabled", 5, "enabled must be a str or None, got int"),
+    ("context", 1.0, "context must be a str or None, got float"),
+    ("stacks", None, "stacks must be a str, got NoneType"),
+    ("skip_actions", "alloc", "skip_actions must be None or a list of action names, got str"),
+    ("skip_actions", [b"alloc"], "skip_actions must hold str action names, got bytes"),
+    ("skip_actions", 3, "skip_actions must be None or a list of action names, got int"),
+    ("clear_history", "yes", "clear_history must be a bool, got str"),
+    ("compile_context", 1, "compile_context must be a bool, got int"),
+]:
+    case(
+        f"_record_memory_history-{_kw}-{_value!r}-type",
+        (lambda k, v: lambda c: memory._record_memory_history(**{k: v}))(_kw, _value),
+        TypeError,
+        _msg,
+        "memory._record_memory_history",
+    )
+case(
+    "_record_memory_history-legacy-negative-entries",
+    lambda c: memory._record_memory_history(True, trace_alloc_max_entries=-1),
+    ValueError,
+    "trace_alloc_max_entries must be >= 0, got -1",
+    "memory._record_memory_history",
+)
+case(
+    "_record_memory_history-legacy-record_context-str",
+    lambda c: memory._record_memory_history(True, record_context="all"),
+    TypeError,
+    "record_context must be a bool, got str",
+    "memory._record_memory_history",
+)
+case(
+    "set_per_process_memory_fraction-device-first",
+    lambda c: mpsrt.set_per_process_memory_fraction("x", device=c.n),  # torch.cuda's order
+    ValueError,
+    "invalid device index",
+    "set_per_process_memory_fraction",
 )
 case(
     "_dump_snapshot-missing-directory",

@@ -1062,24 +1062,6 @@ def test_history_stops_and_bad_arguments() -> None:
     _assert_usable()
 
 
-def test_history_state_mode_keeps_no_trace() -> None:
-    # torch: enabled="state" keeps the allocated blocks' stacks but no event trace.
-    memory._record_memory_history("state")
-    try:
-        b = mpsrt.empty(4096)
-        c = mpsrt.empty(4096)
-        del c
-        snap = memory.snapshot()
-        assert snap["device_traces"][0] == []
-        blk = next(
-            bl for s in snap["segments"] for bl in s["blocks"] if bl["address"] == b.data_ptr
-        )
-        assert _frames_name_this_file(blk["frames"])
-        del b
-    finally:
-        memory._record_memory_history(None)
-
-
 # ---------------------------------------------------------------------------- threads
 
 
@@ -1121,3 +1103,390 @@ def test_threads_never_get_overlapping_buffers() -> None:
     assert not errors, errors[:3]
     assert mpsrt.current_allocated_memory() == before
     assert mpsrt.memory_stats()["allocated_bytes.all.current"] == before
+
+
+# ============================================================================================
+# Issue 16, "Memory": torch.cuda / torch.mps semantics as PyTorch's own tests check them.
+# (get/set_per_process_memory_fraction with a device, reset_accumulated_memory_stats,
+# mem_get_info, one device rule, num_sync_all_streams, _record_memory_history's signature and
+# snapshot content, DeviceProperties equality.) test_history_state_keeps_torchs_one_entry
+# replaces the former test_history_state_mode_keeps_no_trace (torch keeps one entry).
+# ============================================================================================
+
+
+class _TorchLikeDevice:
+    """What torch.device offers the device rule: .type and .index."""
+
+    def __init__(self, type_: str, index: int | None) -> None:
+        self.type, self.index = type_, index
+
+
+def _device_forms(backend: str, index: int = 0) -> list[object]:
+    return [
+        index,
+        f"mps:{index}",
+        f"{backend}:{index}",
+        mpsrt.device(index),
+        _TorchLikeDevice("mps", index),
+    ]
+
+
+def test_get_per_process_memory_fraction_reads_what_set_wrote(backend: str) -> None:
+    dev = mpsrt.current_device()
+    prev = mpsrt._C.set_per_process_memory_fraction(0.0, dev)
+    mpsrt._C.set_per_process_memory_fraction(prev, dev)
+    try:
+        assert mpsrt.get_per_process_memory_fraction() == prev
+        for i, d in enumerate(_device_forms(backend)):
+            f = 0.25 + i / 4  # 0.25 .. 1.25: above 1 is allowed (torch.mps's 0~2)
+            mpsrt.set_per_process_memory_fraction(f, d)
+            got = mpsrt.get_per_process_memory_fraction(d)
+            assert type(got) is float and got == f
+            assert mpsrt.get_per_process_memory_fraction() == f
+        mpsrt.set_per_process_memory_fraction(2.0, device=None)
+        assert mpsrt.get_per_process_memory_fraction(None) == 2.0
+        # torch.mps's range and message, with a device too; the fraction stays.
+        with pytest.raises(ValueError, match=re.escape("Invalid fraction value: 2.5. Allowed")):
+            mpsrt.set_per_process_memory_fraction(2.5, 0)
+        with pytest.raises(TypeError, match="must be `float`"):
+            mpsrt.set_per_process_memory_fraction(1, "mps:0")
+        assert mpsrt.get_per_process_memory_fraction() == 2.0
+    finally:
+        mpsrt._C.set_per_process_memory_fraction(prev, dev)
+    assert mpsrt.get_per_process_memory_fraction() == prev
+
+
+def test_get_per_process_memory_fraction_defaults_to_the_high_watermark(runtime_env) -> None:
+    with runtime_env(MPSRT_HIGH_WATERMARK_RATIO="1.9"):
+        assert mpsrt.get_per_process_memory_fraction() == 1.9
+    with runtime_env():
+        assert mpsrt.get_per_process_memory_fraction() == 1.7  # torch.mps's default
+
+
+def test_reset_accumulated_memory_stats_zeroes_totals_and_counters(limit_bytes) -> None:
+    for _ in range(3):
+        x = mpsrt.empty(20 * MiB)
+        del x
+        mpsrt.empty_cache()
+    limit_bytes(64 * MiB)
+    with pytest.raises(mpsrt.OutOfMemoryError):
+        mpsrt.empty(256 * MiB)
+    keep = mpsrt.empty(4096)
+    before = mpsrt.memory_stats()
+    accumulated = [k for k in before if k.endswith((".allocated", ".freed"))]
+    counters = [k for k in before if k.startswith("num_")]
+    assert {"num_alloc_retries", "num_ooms", "num_sync_all_streams"} <= set(counters)
+    assert {"num_device_alloc", "num_device_free"} <= set(counters)
+    assert before["allocation.all.allocated"] >= 4 and before["num_ooms"] >= 1
+    assert before["num_device_free"] >= 3 and before["num_sync_all_streams"] >= 3
+
+    mpsrt.reset_accumulated_memory_stats()
+    after = mpsrt.memory_stats()
+    assert {k: after[k] for k in accumulated + counters} == dict.fromkeys(accumulated + counters, 0)
+    # Current and peak figures stay.
+    for k in before:
+        if k.endswith((".current", ".peak")):
+            assert after[k] == before[k], k
+    assert after["allocated_bytes.all.current"] == mpsrt.memory_allocated() >= 4096
+    # Counting starts again from zero.
+    more = mpsrt.empty(4096)
+    s = mpsrt.memory_stats()
+    assert s["allocation.all.allocated"] == 1 and s["allocation.all.freed"] == 0
+    del more
+    assert mpsrt.memory_stats(0)["allocation.all.freed"] == 1
+    for d in (0, "mps:0", mpsrt.device(0), None):
+        mpsrt.reset_accumulated_memory_stats(d)
+        assert mpsrt.memory_stats(d)["allocation.all.freed"] == 0
+    del keep
+
+
+def test_mem_get_info_is_free_and_total_bytes(backend: str) -> None:
+    free, total = mpsrt.mem_get_info()
+    assert type(free) is int and type(total) is int
+    assert total == mpsrt.get_device_properties().total_memory
+    assert free == total - mpsrt.driver_allocated_memory()
+    b = mpsrt.empty(40 * MiB)  # a heap of its own: the process holds 40 MiB more
+    free2, total2 = mpsrt.mem_get_info(0)
+    assert total2 == total and free2 <= free - 40 * MiB
+    for d in _device_forms(backend):
+        assert mpsrt.mem_get_info(d) == (free2, total)
+    del b
+    mpsrt.empty_cache()
+    assert mpsrt.mem_get_info(None) == (free, total)
+
+
+MEMORY_DEVICE_FUNCS = {
+    "memory_stats": mpsrt.memory_stats,
+    "memory_allocated": mpsrt.memory_allocated,
+    "max_memory_allocated": mpsrt.max_memory_allocated,
+    "memory_reserved": mpsrt.memory_reserved,
+    "max_memory_reserved": mpsrt.max_memory_reserved,
+    "reset_peak_memory_stats": mpsrt.reset_peak_memory_stats,
+    "reset_max_memory_allocated": mpsrt.reset_max_memory_allocated,
+    "reset_accumulated_memory_stats": mpsrt.reset_accumulated_memory_stats,
+    "memory_summary": mpsrt.memory_summary,
+    "mem_get_info": mpsrt.mem_get_info,
+    "get_per_process_memory_fraction": mpsrt.get_per_process_memory_fraction,
+    "set_per_process_memory_fraction": lambda d: mpsrt.set_per_process_memory_fraction(
+        mpsrt.get_per_process_memory_fraction(), d
+    ),
+    "memory.snapshot": lambda d: memory.snapshot(d)["segments"],
+    "memory._record_memory_history": lambda d: memory._record_memory_history(None, device=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_DEVICE_FUNCS))
+def test_every_memory_function_takes_every_device_form(name: str, backend: str) -> None:
+    f = MEMORY_DEVICE_FUNCS[name]
+    keep = mpsrt.empty(3000)
+    want = f(None)
+    forms = [*_device_forms(backend), "mps", mpsrt.device(None)]
+    for d in forms:
+        got = f(d)
+        if name != "mem_get_info":  # free memory may move with other threads' heaps
+            assert got == want, (name, d)
+    del keep
+
+
+def test_memory_functions_follow_the_device_context_object(backend: str, runtime_env) -> None:
+    if backend != "cpu":
+        pytest.skip("MPSRT_CPU_DEVICES is a cpu-backend setting")
+    with runtime_env(MPSRT_CPU_DEVICES="2"):
+        b = mpsrt.empty(3 * MiB, device=1)
+        for d in _device_forms(backend, 1):
+            assert mpsrt.memory_allocated(d) == 3 * MiB, d
+            assert mpsrt.memory_stats(d)["allocation.all.current"] == 1
+            mpsrt.set_per_process_memory_fraction(1.25, d)
+            assert mpsrt.get_per_process_memory_fraction(d) == 1.25
+            assert [s["total_size"] for s in memory.snapshot(d)["segments"]] == [32 * MiB]
+        assert mpsrt.memory_allocated(mpsrt.device(0)) == 0
+        assert mpsrt.get_per_process_memory_fraction(0) == 1.7
+        assert mpsrt.get_device_properties(0) != mpsrt.get_device_properties(1)
+        del b
+
+
+def test_num_sync_all_streams_counts_empty_cache_and_the_oom_ladder(limit_bytes) -> None:
+    n = mpsrt.memory_stats()["num_sync_all_streams"]
+    mpsrt.empty_cache()
+    assert mpsrt.memory_stats()["num_sync_all_streams"] == n + 1
+    mpsrt.empty_cache()
+    assert mpsrt.memory_stats()["num_sync_all_streams"] == n + 2
+    b = mpsrt.empty(4096)  # served by the cache: no pass over the streams
+    assert mpsrt.memory_stats()["num_sync_all_streams"] == n + 2
+    limit_bytes(64 * MiB)
+    with pytest.raises(mpsrt.OutOfMemoryError):
+        mpsrt.empty(256 * MiB)  # every rung, the synchronise-and-free-all one included
+    assert mpsrt.memory_stats()["num_sync_all_streams"] == n + 3
+    del b
+    _assert_usable()
+
+
+def test_record_memory_history_has_torch_cudas_signature() -> None:
+    import inspect
+
+    params = inspect.signature(memory._record_memory_history).parameters
+    want = {
+        "enabled": "all",
+        "context": "all",
+        "stacks": "all",
+        "max_entries": sys.maxsize,
+        "device": None,
+        "clear_history": False,
+        "compile_context": False,
+        "global_record_annotations": False,
+        "skip_actions": None,
+    }
+    assert {k: p.default for k, p in params.items()} == want
+    assert list(params) == list(want)  # the positional order too
+    try:
+        import torch.cuda.memory as tcm
+    except ImportError:
+        return
+    theirs = inspect.signature(tcm._record_memory_history).parameters
+    assert {k: p.default for k, p in theirs.items()} == want
+
+
+def test_record_memory_history_clear_history_and_positional_device(backend: str) -> None:
+    memory._record_memory_history("all", "all", "python", 100, f"{backend}:0")
+    try:
+        a = mpsrt.empty(512)
+        assert any(t["addr"] == a.data_ptr for t in memory.snapshot()["device_traces"][0])
+        memory._record_memory_history(clear_history=False)  # re-enabling keeps the entries
+        assert memory.snapshot()["device_traces"][0] != []
+        memory._record_memory_history(clear_history=True)
+        assert memory.snapshot()["device_traces"][0] == []
+        del a
+        acts = [t["action"] for t in memory.snapshot()["device_traces"][0]]
+        assert acts == ["free_requested", "free_completed"]
+    finally:
+        memory._record_memory_history(None)
+
+
+def test_record_memory_history_legacy_bool_form() -> None:
+    # torch.cuda: a bool `enabled` is the legacy API (record_context, trace_alloc_max_entries).
+    memory._record_memory_history(True, trace_alloc_max_entries=3, trace_alloc_record_context=True)
+    try:
+        bufs = [mpsrt.empty(512) for _ in range(5)]
+        trace = memory.snapshot()["device_traces"][0]
+        assert len(trace) == 3 and all(_frames_name_this_file(t["frames"]) for t in trace)
+        del bufs
+    finally:
+        memory._record_memory_history(False)
+    assert memory.snapshot()["device_traces"][0] == []
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, text in enumerate(f, 1) if marker in text and "_line_of" not in text)
+
+
+def test_history_frames_start_at_the_callers_line(recording) -> None:
+    r = mpsrt.rand(64)  # frames: the rand line
+    e = mpsrt.empty(64)  # frames: the empty line
+    trace = memory.snapshot()["device_traces"][0]
+    for buf, marker in ((r, "# frames: the rand line"), (e, "# frames: the empty line")):
+        entry = next(t for t in trace if t["action"] == "alloc" and t["addr"] == buf.data_ptr)
+        first = entry["frames"][0]
+        assert first["filename"] == __file__, entry["frames"][:3]
+        assert first["line"] == _line_of(marker)
+        assert first["name"] == "test_history_frames_start_at_the_callers_line"
+        pkg = os.path.dirname(mpsrt.__file__)
+        assert not any(f["filename"].startswith(pkg) for f in entry["frames"])
+        blk = next(
+            bl
+            for s in memory.snapshot()["segments"]
+            for bl in s["blocks"]
+            if bl["address"] == buf.data_ptr
+        )
+        assert blk["frames"][0]["line"] == first["line"]
+    del r, e
+
+
+def _make_buffer(n: int = 4096) -> mpsrt.Buffer:
+    return mpsrt.empty(n)
+
+
+def _release_buffer(b: mpsrt.Buffer) -> None:
+    b.free()
+
+
+@pytest.mark.parametrize("context", ["all", "alloc", "state", None])
+def test_free_entries_carry_the_stack_the_context_asks_for(context: str | None) -> None:
+    memory._record_memory_history(context=context)
+    try:
+        b = _make_buffer()
+        ptr = b.data_ptr
+        _release_buffer(b)
+        trace = memory.snapshot()["device_traces"][0]
+    finally:
+        memory._record_memory_history(None)
+    by_action = {t["action"]: t for t in trace if t["addr"] == ptr}
+    assert set(by_action) >= {"alloc", "free_requested", "free_completed"}
+    first = {a: (t["frames"][0]["name"] if t["frames"] else None) for a, t in by_action.items()}
+    if context == "all":
+        assert first["alloc"] == "_make_buffer"
+        assert first["free_requested"] == first["free_completed"] == "_release_buffer"
+    elif context == "alloc":
+        assert first["alloc"] == "_make_buffer"
+        assert first["free_requested"] == first["free_completed"] == "_make_buffer"
+    else:  # "state" keeps stacks for live blocks only; None none at all
+        assert set(first.values()) == {None}
+
+
+def _grow() -> mpsrt.Buffer:
+    return mpsrt.empty(24 * MiB)  # a heap of its own
+
+
+def _shrink() -> None:
+    mpsrt.empty_cache()
+
+
+@pytest.mark.parametrize("context", ["all", "alloc"])
+def test_segment_entries_and_segments_carry_frames(context: str) -> None:
+    memory._record_memory_history(context=context)
+    try:
+        b = _grow()
+        seg = next(s for s in memory.snapshot()["segments"] if s["address"] == b.data_ptr)
+        assert seg["frames"] and seg["frames"][0]["name"] == "_grow"
+        del b
+        _shrink()
+        trace = memory.snapshot()["device_traces"][0]
+    finally:
+        memory._record_memory_history(None)
+    seg_alloc = next(t for t in trace if t["action"] == "segment_alloc")
+    seg_free = next(t for t in trace if t["action"] == "segment_free")
+    assert seg_alloc["addr"] == seg_free["addr"] == seg["address"]
+    assert seg_alloc["frames"][0]["name"] == "_grow"
+    # "all": the releasing call's stack (torch: empty_cache's); "alloc": the segment's own.
+    assert seg_free["frames"][0]["name"] == ("_shrink" if context == "all" else "_grow")
+
+
+def test_history_state_keeps_torchs_one_entry() -> None:
+    # torch.cuda: enabled="state" records with max_entries 1: the snapshot's blocks keep their
+    # stacks and the trace its newest entry.
+    memory._record_memory_history("state")
+    try:
+        b = mpsrt.empty(4096)
+        c = mpsrt.empty(4096)
+        c_ptr = c.data_ptr
+        del c
+        snap = memory.snapshot()
+        trace = snap["device_traces"][0]
+        assert [(t["action"], t["addr"]) for t in trace] == [("free_completed", c_ptr)]
+        blk = next(
+            bl for s in snap["segments"] for bl in s["blocks"] if bl["address"] == b.data_ptr
+        )
+        assert _frames_name_this_file(blk["frames"])
+        del b
+    finally:
+        memory._record_memory_history(None)
+
+
+def test_skip_actions_filters_the_trace() -> None:
+    memory._record_memory_history(skip_actions=["free_requested", "segment_alloc", "snapshot"])
+    try:
+        b = mpsrt.empty(24 * MiB)
+        del b
+        mpsrt.empty_cache()
+        acts = [t["action"] for t in memory.snapshot()["device_traces"][0]]
+    finally:
+        memory._record_memory_history(None)
+    assert "alloc" in acts and "free_completed" in acts and "segment_free" in acts
+    assert "free_requested" not in acts and "segment_alloc" not in acts
+    memory._record_memory_history(skip_actions=("alloc",))
+    try:
+        b = mpsrt.empty(512)
+        del b
+        acts = [t["action"] for t in memory.snapshot()["device_traces"][0]]
+    finally:
+        memory._record_memory_history(None)
+    assert "alloc" not in acts
+    assert [a for a in acts if not a.startswith("segment_")] == ["free_requested", "free_completed"]
+
+
+def test_history_bad_values_raise_torchs_runtime_error_as_a_value_error() -> None:
+    for kwargs in (
+        {"enabled": "bogus"},
+        {"context": "x"},
+        {"stacks": "c++"},
+        {"skip_actions": ["allocate"]},
+    ):
+        with pytest.raises(RuntimeError) as e:
+            memory._record_memory_history(**kwargs)
+        assert isinstance(e.value, ValueError)
+    with pytest.raises(ValueError, match="unknown action 'allocate'"):
+        memory._record_memory_history(skip_actions=["alloc", "allocate"])
+    for kwargs in ({"skip_actions": "alloc"}, {"skip_actions": [1]}, {"enabled": 5}):
+        with pytest.raises(TypeError):
+            memory._record_memory_history(**kwargs)
+    assert memory.snapshot()["device_traces"][0] == []  # nothing started recording
+
+
+def test_device_properties_compare_equal_for_the_same_device() -> None:
+    a, b = mpsrt.get_device_properties(), mpsrt.get_device_properties(0)
+    assert a is not b
+    assert a == b and not (a != b)
+    assert hash(a) == hash(b)
+    assert a == mpsrt.get_device_properties(mpsrt.device(0))
+    assert a != "not properties" and a != None  # noqa: E711
+    assert len({a, b}) == 1

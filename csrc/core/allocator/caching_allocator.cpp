@@ -256,7 +256,7 @@ Block* CachingAllocator::try_reuse(Pool pool, size_t size, StreamImpl& stream) {
 }
 
 Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream,
-                                      bool* limited) {
+                                      bool* limited, const ContextPtr& ctx) {
   const uint64_t limit = high_limit();
   if (limit != 0 && reserved_ + heap_size > limit) {
     *limited = true;
@@ -271,6 +271,7 @@ Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, 
   rec->base = reinterpret_cast<uint64_t>(heap->host_ptr());
   if (rec->base == 0) rec->base = rec->serial << 40;  // device-only memory: a synthetic address
   rec->heap = std::move(heap);
+  rec->context = ctx;
   Block* b = new_block();
   b->heap = rec;
   b->pool = pool;
@@ -283,12 +284,13 @@ Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, 
   e.pool = static_cast<int>(pool);
   e.address = rec->base;
   e.size = rec->size;
+  e.context = &rec->context;
   emit(e);
   insert_free(b);
   return take(b, size, stream);
 }
 
-void CachingAllocator::release_heap(HeapRec* h) {
+void CachingAllocator::release_heap(HeapRec* h, const ContextPtr* ctx) {
   erase_free(h->first);
   delete_block(h->first);
   reserved_ -= h->size;
@@ -297,12 +299,13 @@ void CachingAllocator::release_heap(HeapRec* h) {
   e.pool = static_cast<int>(h->pool);
   e.address = h->base;
   e.size = h->size;
+  e.context = ctx != nullptr && *ctx != nullptr ? ctx : &h->context;
   emit(e);
   heaps_.erase(h);
   delete h;  // returns the memory to the backend
 }
 
-size_t CachingAllocator::release_heaps(size_t target, bool large_only) {
+size_t CachingAllocator::release_heaps(size_t target, bool large_only, const ContextPtr* ctx) {
   flush_bins();
   std::vector<HeapRec*> empty;
   for (HeapRec* h : heaps_) {
@@ -318,7 +321,7 @@ size_t CachingAllocator::release_heaps(size_t target, bool large_only) {
   for (HeapRec* h : empty) {
     if (released >= target) break;
     released += h->size;
-    release_heap(h);
+    release_heap(h, ctx);
   }
   return released;
 }
@@ -351,14 +354,8 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
     heap_size = round_up(nbytes, kHugeRound);
   }
   ContextPtr ctx;
-  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
-    ContextFn fn;
-    {
-      std::lock_guard<SpinLock> lock(mu_);
-      fn = context_fn_;
-    }
-    if (fn) ctx = fn();
-  }
+  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed)))
+    ctx = gather(HistoryContext::State);
 
   std::unique_lock<SpinLock> lock(mu_);
   // Every rung of the ladder first looks for a cached block (exact-size bin, then best fit
@@ -374,10 +371,10 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   const size_t plain_heap = heap_size;
   bool limited = false;
   auto new_heap = [&]() -> Block* {
-    Block* r = try_new_heap(pool, size, heap_size, stream, &limited);
+    Block* r = try_new_heap(pool, size, heap_size, stream, &limited, ctx);
     if (r == nullptr && heap_size != plain_heap) {
       // A consolidated heap did not fit the limit or the device: the request alone may.
-      r = try_new_heap(pool, size, plain_heap, stream, &limited);
+      r = try_new_heap(pool, size, plain_heap, stream, &limited, ctx);
     }
     return r;
   };
@@ -387,14 +384,15 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
         low_ratio_ > 0.0 ? static_cast<uint64_t>(low_ratio_ * static_cast<double>(recommended_max_))
                          : 0;
     if (low != 0 && reserved_ + heap_size > low) {
-      release_heaps(reserved_ + heap_size - low);  // collect cached heaps, oldest first
+      release_heaps(reserved_ + heap_size - low, false,
+                    &ctx);  // collect cached heaps, oldest first
     }
     if (pool != Pool::Small) {
       // Consolidate: wholly free large/huge heaps could not serve this request, so give them
       // back and make one heap big enough for them and the request. Reserved grows by the
       // request either way, but the next requests of other sizes then split one contiguous
       // heap instead of finding none of the old heaps big enough.
-      const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true);
+      const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true, &ctx);
       if (freed != 0) heap_size = round_up(std::max(heap_size, freed + size), kHugeRound);
     }
     b = new_heap();
@@ -422,7 +420,7 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
     }
   }
   if (b == nullptr) {  // free all cached
-    release_heaps(SIZE_MAX);
+    release_heaps(SIZE_MAX, false, &ctx);
     b = reuse();
     if (b == nullptr) b = new_heap();
   }
@@ -430,7 +428,8 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
     lock.unlock();
     device_.wait_idle();
     lock.lock();
-    release_heaps(SIZE_MAX);
+    emit(AllocEvent{AllocAction::SyncAllStreams});
+    release_heaps(SIZE_MAX, false, &ctx);
     b = reuse();
     if (b == nullptr) b = new_heap();
   }
@@ -480,6 +479,11 @@ void CachingAllocator::free(Block* b) noexcept {
   b->fences.push_back({b->stream, b->stream->fence_value()});
   for (StreamImpl* s : b->uses) b->fences.push_back({s, s->fence_value()});
   ContextPtr ctx;
+  // With history's "all" context the free carries its own frames (else the allocation's).
+  ContextPtr free_ctx;
+  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
+    free_ctx = gather(HistoryContext::All);
+  }
   {
     std::lock_guard<SpinLock> lock(mu_);
     AllocEvent e{AllocAction::FreeRequested};
@@ -489,7 +493,7 @@ void CachingAllocator::free(Block* b) noexcept {
     e.requested = b->requested;
     e.stream = b->stream->id();
     e.split = b->prev != nullptr || b->next != nullptr;
-    e.context = &b->context;
+    e.context = free_ctx != nullptr ? &free_ctx : &b->context;
     emit(e);
     HeapRec* h = b->heap;
     h->allocated -= b->size;
@@ -513,7 +517,7 @@ void CachingAllocator::free(Block* b) noexcept {
     if (h->allocated == 0) h->freed_tick = ++clock_;
     if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
       flush_bins();
-      release_heaps(reserved_ - allocated_ - cache_limit_);
+      release_heaps(reserved_ - allocated_ - cache_limit_, false, &free_ctx);
     }
   }
 }
@@ -527,9 +531,36 @@ void CachingAllocator::record_stream(Block* b, StreamImpl& stream) {
 }
 
 void CachingAllocator::empty_cache() {
+  ContextPtr ctx;
+  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) ctx = gather(HistoryContext::All);
+  // The pass over all streams (torch.cuda's synchronize_and_free_events, counted in
+  // num_sync_all_streams): every stream's pending work is committed, so that the fences of
+  // freed blocks it holds can be reached; a busy stream is not waited for (its blocks stay).
+  for (StreamImpl* s : device_.streams()) s->flush();
   std::lock_guard<SpinLock> lock(mu_);
-  release_heaps(SIZE_MAX);
+  emit(AllocEvent{AllocAction::SyncAllStreams});
+  release_heaps(SIZE_MAX, false, &ctx);
   emit(AllocEvent{AllocAction::EmptyCache});
+}
+
+ContextPtr CachingAllocator::gather(HistoryContext level) noexcept {
+  if (context_level_.load(std::memory_order_relaxed) < static_cast<uint8_t>(level)) return nullptr;
+  ContextFn fn;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    fn = context_fn_;
+  }
+  if (!fn) return nullptr;
+  try {
+    return fn();
+  } catch (const std::exception&) {
+    return nullptr;  // frames are a diagnostic: never a reason to fail an allocation or free
+  }
+}
+
+double CachingAllocator::memory_fraction() const {
+  std::lock_guard<SpinLock> lock(mu_);
+  return high_ratio_;
 }
 
 double CachingAllocator::set_memory_fraction(double fraction) {
@@ -591,9 +622,11 @@ void CachingAllocator::remove_observer(AllocatorObserver* o) {
   observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
 }
 
-void CachingAllocator::set_context_fn(ContextFn fn) {
+void CachingAllocator::set_context_fn(ContextFn fn, HistoryContext level) {
   ContextFn old;  // destroyed outside the lock
   std::lock_guard<SpinLock> lock(mu_);
+  if (level == HistoryContext::None) fn = nullptr;
+  context_level_.store(static_cast<uint8_t>(level), std::memory_order_relaxed);
   recording_.store(static_cast<bool>(fn), std::memory_order_relaxed);
   old = std::move(context_fn_);
   context_fn_ = std::move(fn);

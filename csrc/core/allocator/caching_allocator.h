@@ -101,6 +101,7 @@ struct HeapRec {
   uint64_t freed_tick = 0;  // allocator clock when it last became empty
   size_t allocated = 0;     // bytes in allocated blocks
   Block* first = nullptr;
+  ContextPtr context;  // who made it (history, when recording)
 };
 
 class CachingAllocator {
@@ -118,6 +119,7 @@ class CachingAllocator {
 
   void empty_cache();
   double set_memory_fraction(double fraction);
+  double memory_fraction() const;
   size_t set_cache_limit(size_t bytes);
   int add_reclaim_callback(std::function<bool(size_t)> fn);
   void remove_reclaim_callback(int id);
@@ -145,8 +147,10 @@ class CachingAllocator {
   }
 
   /// Frames source for history: the caller's frames, or nullptr. Runs outside the lock.
+  /// `level` says which calls gather them: allocations from State on, frees and empty_cache
+  /// at All.
   using ContextFn = std::function<ContextPtr()>;
-  void set_context_fn(ContextFn fn);
+  void set_context_fn(ContextFn fn, HistoryContext level = HistoryContext::All);
 
  private:
   Block* try_reuse(Pool pool, size_t size, StreamImpl& stream);
@@ -155,14 +159,18 @@ class CachingAllocator {
   void flush_bins();
   void merge_and_insert(Block* b);
   Block* finish_take(Block* b, StreamImpl& stream);
-  Block* try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream, bool* limited);
+  Block* try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream, bool* limited,
+                      const ContextPtr& ctx);
   Block* take(Block* b, size_t size, StreamImpl& stream);
   void insert_free(Block* b);
   void erase_free(Block* b);
   bool fences_reached(const Block* b, const StreamImpl* except) const;
   // Releases wholly free heaps, oldest first, until `target` bytes; returns the bytes released.
-  size_t release_heaps(size_t target, bool large_only = false);
-  void release_heap(HeapRec* h);
+  // `ctx`: the releasing call's frames for history (else each heap's own).
+  size_t release_heaps(size_t target, bool large_only = false, const ContextPtr* ctx = nullptr);
+  void release_heap(HeapRec* h, const ContextPtr* ctx);
+  // The calling code's frames when recording at `level` or above, else nullptr. Outside mu_.
+  ContextPtr gather(HistoryContext level) noexcept;
   void emit(const AllocEvent& e);
   Block* new_block();
   void delete_block(Block* b);
@@ -198,6 +206,7 @@ class CachingAllocator {
   std::vector<AllocatorObserver*> observers_;
   ContextFn context_fn_;
   std::atomic<bool> recording_{false};
+  std::atomic<uint8_t> context_level_{0};  // HistoryContext while recording_
   std::atomic<bool> pressure_{false};
   void update_pressure() noexcept;
 };

@@ -41,6 +41,8 @@ void DebugLog::on_event(const AllocEvent& e) {
       break;
     case AllocAction::Retry:
     case AllocAction::EmptyCache:
+    case AllocAction::SyncAllStreams:
+    case AllocAction::FreeCompleted:
       break;
   }
 }

@@ -17,13 +17,15 @@ using Context = StackFrames;
 using ContextPtr = std::shared_ptr<const Context>;
 
 enum class AllocAction : uint8_t {
-  Alloc,          // a block handed out
-  FreeRequested,  // the user freed it (stream-ordered: may still be in use)
-  SegmentAlloc,   // a heap obtained from the backend
-  SegmentFree,    // a heap returned to the backend
-  Retry,          // the out-of-memory ladder went past "new heap"
-  Oom,            // an allocation failed
-  EmptyCache,     // empty_cache() ran
+  Alloc,           // a block handed out
+  FreeRequested,   // the user freed it (stream-ordered: may still be in use)
+  SegmentAlloc,    // a heap obtained from the backend
+  SegmentFree,     // a heap returned to the backend
+  Retry,           // the out-of-memory ladder went past "new heap"
+  Oom,             // an allocation failed
+  EmptyCache,      // empty_cache() ran
+  SyncAllStreams,  // every stream of the device was waited for (empty_cache, OOM ladder)
+  FreeCompleted,   // history only (never emitted): a freed block is reusable
 };
 
 struct AllocEvent {
@@ -34,6 +36,9 @@ struct AllocEvent {
   size_t requested = 0;  // bytes asked for (Alloc / FreeRequested)
   int64_t stream = 0;    // stream id
   bool split = false;    // Alloc/FreeRequested: the heap holds other blocks too
+  /// Who caused it, when history records stacks: the allocating call (Alloc, SegmentAlloc),
+  /// the freeing call or else the allocating one (FreeRequested), the releasing call or else
+  /// the segment's allocating one (SegmentFree).
   const ContextPtr* context = nullptr;
 };
 

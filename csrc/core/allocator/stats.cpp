@@ -45,6 +45,11 @@ void MemoryStats::on_event(const AllocEvent& e) {
     case AllocAction::EmptyCache:
       ++num_empty_cache;
       break;
+    case AllocAction::SyncAllStreams:
+      ++num_sync_all_streams;
+      break;
+    case AllocAction::FreeCompleted:
+      break;
   }
 }
 
@@ -53,6 +58,19 @@ void MemoryStats::reset_peak() {
        {&allocated_bytes, &reserved_bytes, &requested_bytes, &allocation, &segment}) {
     for (Stat& s : *a) s.peak = s.current;
   }
+}
+
+void MemoryStats::reset_accumulated() {
+  for (StatArray* a :
+       {&allocated_bytes, &reserved_bytes, &requested_bytes, &allocation, &segment}) {
+    for (Stat& s : *a) s.reset_accumulated();
+  }
+  num_alloc_retries = 0;
+  num_ooms = 0;
+  num_device_alloc = 0;
+  num_device_free = 0;
+  num_empty_cache = 0;
+  num_sync_all_streams = 0;
 }
 
 std::map<std::string, int64_t> MemoryStats::to_map(const StatArray& inactive_split_bytes,
@@ -82,7 +100,7 @@ std::map<std::string, int64_t> MemoryStats::to_map(const StatArray& inactive_spl
   m["num_device_alloc"] = num_device_alloc;
   m["num_device_free"] = num_device_free;
   m["num_empty_cache"] = num_empty_cache;
-  m["num_sync_all_streams"] = 0;
+  m["num_sync_all_streams"] = num_sync_all_streams;
   m["max_split_size"] = -1;
   return m;
 }

@@ -24,6 +24,10 @@ struct Stat {
     current -= n;
     freed += n;
   }
+  void reset_accumulated() {
+    allocated = 0;
+    freed = 0;
+  }
 };
 
 /// Index 0: all; 1: small pool; 2: large pool (large and huge heaps, as torch.cuda's names).
@@ -34,6 +38,9 @@ class MemoryStats final : public AllocatorObserver {
   void on_event(const AllocEvent& e) override;
   /// Call under the allocator's lock (CachingAllocator::locked).
   void reset_peak();
+  /// torch.cuda's resetAccumulatedStats: zeroes every stat's allocated/freed totals and the
+  /// num_* counters. Call under the allocator's lock.
+  void reset_accumulated();
   /// torch.cuda's key names; inactive split figures come from a walk of the heaps.
   std::map<std::string, int64_t> to_map(const StatArray& inactive_split_bytes,
                                         const StatArray& inactive_split) const;
@@ -44,6 +51,7 @@ class MemoryStats final : public AllocatorObserver {
   int64_t num_device_alloc = 0;
   int64_t num_device_free = 0;
   int64_t num_empty_cache = 0;
+  int64_t num_sync_all_streams = 0;
 };
 
 }  // namespace mpsrt::detail

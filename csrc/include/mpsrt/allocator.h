@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpsrt/api.h"
@@ -94,12 +95,24 @@ MPSRT_API uint64_t current_allocated_memory(int device = -1);
 MPSRT_API uint64_t reserved_memory(int device = -1);
 /// The device's recommended working-set size (the base of the memory fraction).
 MPSRT_API uint64_t recommended_max_memory(int device = -1);
-/// Releases every cached, unused heap of the device back to the driver.
+/// Zeroes the accumulated figures of memory_stats() (torch.cuda's
+/// reset_accumulated_memory_stats): every stat's "allocated" and "freed" totals and the
+/// num_* counters (num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
+/// num_device_free, num_empty_cache). Current and peak values stay.
+MPSRT_API void reset_accumulated_memory_stats(int device = -1);
+/// Waits for every stream of the device (counted in num_sync_all_streams), then releases every
+/// cached, unused heap of the device back to the driver.
 MPSRT_API void empty_cache(int device = -1);
 /// Hard limit = fraction x recommended_max_memory (0: unlimited). Returns the previous
 /// fraction. Throws std::invalid_argument outside [0, 2] or for NaN, with torch.mps's message
 /// "Invalid fraction value: <fraction>. Allowed range: 0~2".
 MPSRT_API double set_per_process_memory_fraction(double fraction, int device = -1);
+/// The fraction in force (MPSRT_HIGH_WATERMARK_RATIO until set; 0: unlimited).
+MPSRT_API double get_per_process_memory_fraction(int device = -1);
+/// (free, total) bytes of the device, as torch.cuda.mem_get_info: total is the device's
+/// total_memory; free is what of it this process's heaps do not hold
+/// (total - driver_allocated_memory, at least 0).
+MPSRT_API std::pair<uint64_t, uint64_t> mem_get_info(int device = -1);
 /// Cap on cached-but-unused bytes; returns the previous cap (SIZE_MAX: none). Every value is
 /// valid (0: keep nothing cached).
 MPSRT_API size_t set_cache_limit(size_t bytes, int device = -1);
@@ -129,6 +142,7 @@ struct BlockInfo {
 
 struct SegmentInfo {
   uint64_t address = 0;
+  std::shared_ptr<const StackFrames> frames;  ///< who made the heap (when recorded)
   size_t total_size = 0;
   size_t allocated_size = 0;
   size_t requested_size = 0;
@@ -137,7 +151,8 @@ struct SegmentInfo {
 };
 
 struct TraceInfo {
-  std::string action;  ///< alloc, free_requested, segment_alloc, segment_free, oom
+  /// alloc, free_requested, free_completed, segment_alloc, segment_free, oom
+  std::string action;
   uint64_t address = 0;
   size_t size = 0;
   int64_t stream = 0;
@@ -150,8 +165,34 @@ struct MemorySnapshot {
   std::vector<TraceInfo> trace;
 };
 
-/// Starts (enabled) or stops recording allocation events, keeping at most max_entries
-/// (0: unlimited). frames_fn, when set, is called at each allocation for the caller's frames.
+/// Which stacks history keeps (torch.cuda's `context` of _record_memory_history).
+enum class HistoryContext : uint8_t {
+  None,   ///< no stacks
+  State,  ///< stacks of the blocks allocated now (snapshot segments and blocks)
+  Alloc,  ///< and in trace entries: allocations' stacks (frees carry their allocation's)
+  All,    ///< and frees' own stacks in free_requested / free_completed / segment_free
+};
+
+struct HistoryOptions {
+  /// The newest trace entries kept (0: unlimited).
+  size_t max_entries = 0;
+  HistoryContext context = HistoryContext::All;
+  /// Trace actions not recorded: any of alloc, free_requested, free_completed,
+  /// segment_alloc, segment_free, oom, snapshot.
+  std::vector<std::string> skip_actions;
+  /// Drop the entries recorded so far.
+  bool clear_history = false;
+  /// Called (outside the allocator's lock) for the calling code's frames, innermost first;
+  /// none: no stacks whatever `context` says.
+  std::function<std::shared_ptr<const StackFrames>()> frames_fn;
+};
+
+/// Starts (enabled) or stops recording allocation events. Throws std::invalid_argument for
+/// an unknown skip action ("[allocator] skip_actions: unknown action '<a>'; expected ...") or a
+/// context out of range.
+MPSRT_API void record_memory_history(bool enabled, const HistoryOptions& options, int device = -1);
+/// The earlier form: allocation stacks (HistoryContext::Alloc) when frames_fn is set, none
+/// otherwise; free_completed is not recorded.
 MPSRT_API void record_memory_history(bool enabled, size_t max_entries,
                                      std::function<std::shared_ptr<const StackFrames>()> frames_fn,
                                      int device = -1);
