@@ -137,10 +137,12 @@ def _part(buf: Buffer, dim: int, start: int, size: int) -> Buffer | None:
 
 def _copy_into(dst: Buffer, src: Buffer, stream: Stream | None = None) -> None:
     """dst <- src, equal shapes and dtypes: a device copy on one device (on `stream`, else the
-    device's current stream), else through host memory after both devices' work."""
+    device's current stream), else through host memory; either way after the work already
+    queued on every stream of the devices (as the host path always is)."""
     if dst.device == src.device:
         if dst.data_ptr == src.data_ptr and dst.nbytes == src.nbytes:
             return  # the same memory: nothing to do
+        _C.synchronize(src.device)  # the copy's stream need not be the one the source used
         if stream is None:
             dst.copy_(src)
         else:

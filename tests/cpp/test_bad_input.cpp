@@ -309,8 +309,8 @@ std::vector<Row> rows() {
   add(
       "view-of-a-view-past-its-end",
       [](Ctx& c) {
-        Buffer v = c.u8.view(16, 16);
-        (void)v.view(8, 9);  // inside the base, outside the view
+        Buffer part = c.u8.view(16, 16);
+        (void)part.view(8, 9);  // inside the base, outside the view
       },
       "bytes [8, 8 + 9) are outside the buffer's 16 bytes; a view must lie within [0, 16)");
   add(
@@ -328,8 +328,8 @@ std::vector<Row> rows() {
   add(
       "view-random_fill-past-the-view",
       [](Ctx& c) {
-        Buffer v = c.u32.view(32, 32);
-        mpsrt::random_fill(v, 9, spec(Op::Bits, DType::U32), c.gen, c.s);
+        Buffer part = c.u32.view(32, 32);
+        mpsrt::random_fill(part, 9, spec(Op::Bits, DType::U32), c.gen, c.s);
       },
       "9 elements of uint32 need more than the buffer's 32 bytes; pass count <= 8");
   add(
