@@ -170,8 +170,9 @@ TEST_P(ViewTest, RandomFillOfAViewEqualsTheSameFillOfAFreshBuffer) {
     ASSERT_EQ(std::vector<uint8_t>(all.begin() + offset, all.begin() + offset + 64), want)
         << "offset " << offset;
     for (size_t i = 0; i < all.size(); ++i) {
-      if (i < offset || i >= offset + 64)
+      if (i < offset || i >= offset + 64) {
         ASSERT_EQ(all[i], 0x5A) << "offset " << offset << " i " << i;
+      }
     }
   }
 }
@@ -273,6 +274,6 @@ std::vector<std::string> usable_backends() {
 }
 
 INSTANTIATE_TEST_SUITE_P(ViewsOn, ViewTest, ::testing::ValuesIn(usable_backends()),
-                         [](const auto& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
