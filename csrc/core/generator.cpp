@@ -303,7 +303,8 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   p.range = spec.range;
   p.threshold = philox::bernoulli_threshold(spec.p);
   if (stream.impl() != buffer.block()->stream) buffer.record_stream(stream);
-  const backend::BufferRef ref{buffer.block()->heap->heap.get(), buffer.block()->offset};
+  const backend::BufferRef ref{buffer.block()->heap->heap.get(),
+                               buffer.block()->offset + buffer.offset()};
   // The counter range is reserved under the stream's lock, in encode order: two threads
   // encoding on one stream get the blocks in the order their commands run.
   using detail::prof::Op;

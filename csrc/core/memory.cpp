@@ -14,6 +14,13 @@
 
 namespace mpsrt {
 
+namespace detail {
+// How many Buffers hold one allocation, once it has been shared by a view.
+struct BufferShare {
+  std::atomic<size_t> refs{1};
+};
+}  // namespace detail
+
 using detail::Block;
 using detail::DeviceContext;
 using detail::Runtime;
@@ -31,6 +38,7 @@ Buffer::Buffer(size_t nbytes, const Stream& stream) {
   DeviceContext& d = device_of(stream);
   alloc_ = &d.allocator();
   block_ = alloc_->allocate(nbytes, *stream.impl());
+  nbytes_ = nbytes;
 }
 
 Buffer::Buffer(size_t nbytes) : Buffer(nbytes, default_stream()) {}
@@ -40,27 +48,69 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     reset();
     block_ = o.block_;
     alloc_ = o.alloc_;
+    share_.store(o.share_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    offset_ = o.offset_;
+    nbytes_ = o.nbytes_;
     o.block_ = nullptr;
     o.alloc_ = nullptr;
+    o.share_.store(nullptr, std::memory_order_relaxed);
+    o.offset_ = o.nbytes_ = 0;
   }
   return *this;
 }
 
 void Buffer::reset() noexcept {
   if (block_ != nullptr) {
-    if (MPSRT_LIKELY(!alloc_->stale())) alloc_->free(block_);
+    // Never shared: no atomic at all (the common case). Shared: the last holder frees.
+    detail::BufferShare* s = share_.load(std::memory_order_acquire);
+    if (s == nullptr || s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete s;
+      if (MPSRT_LIKELY(!alloc_->stale())) alloc_->free(block_);
+    }
     block_ = nullptr;
     alloc_ = nullptr;
+    share_.store(nullptr, std::memory_order_relaxed);
+    offset_ = nbytes_ = 0;
   }
+}
+
+Buffer Buffer::view(size_t offset, size_t nbytes) const {
+  if (MPSRT_UNLIKELY(offset > nbytes_ || nbytes > nbytes_ - offset)) {
+    detail::throw_invalid("[buffer] view: bytes [" + std::to_string(offset) + ", " +
+                          std::to_string(offset) + " + " + std::to_string(nbytes) +
+                          ") are outside the buffer's " + std::to_string(nbytes_) +
+                          " bytes; a view must lie within [0, " + std::to_string(nbytes_) + ")");
+  }
+  Buffer v;
+  if (block_ == nullptr) return v;
+  check_owner();
+  detail::BufferShare* s = share_.load(std::memory_order_acquire);
+  if (s == nullptr) {
+    auto* fresh = new detail::BufferShare;  // refs = 1: this Buffer
+    if (share_.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) {
+      s = fresh;
+    } else {
+      delete fresh;  // another thread shared it first; s is its count
+    }
+  }
+  s->refs.fetch_add(1, std::memory_order_relaxed);
+  v.block_ = block_;
+  v.alloc_ = alloc_;
+  v.share_.store(s, std::memory_order_relaxed);
+  v.offset_ = offset_ + offset;
+  v.nbytes_ = nbytes;
+  return v;
+}
+
+bool Buffer::shared() const noexcept {
+  const detail::BufferShare* s = share_.load(std::memory_order_acquire);
+  return s != nullptr && s->refs.load(std::memory_order_acquire) > 1;
 }
 
 void Buffer::check_owner() const {
   if (MPSRT_UNLIKELY(block_ != nullptr && alloc_->stale())) detail::throw_forked("Buffer");
 }
 
-size_t Buffer::nbytes() const noexcept {
-  return block_ ? block_->requested : 0;
-}
 int Buffer::device() const noexcept {
   return block_ ? block_->stream->device_index() : -1;
 }
@@ -68,13 +118,13 @@ Stream Buffer::stream() const noexcept {
   return Stream(block_ ? block_->stream : nullptr);
 }
 uint64_t Buffer::address() const noexcept {
-  return block_ ? block_->address() : 0;
+  return block_ ? block_->address() + offset_ : 0;
 }
 
 void* Buffer::host_ptr() const noexcept {
   if (block_ == nullptr) return nullptr;
   auto* base = static_cast<uint8_t*>(block_->heap->heap->host_ptr());
-  return base ? base + block_->offset : nullptr;
+  return base ? base + block_->offset + offset_ : nullptr;
 }
 
 void Buffer::record_stream(const Stream& stream) {
@@ -104,8 +154,9 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
   }
   // A command on another stream makes that stream a user of the memory (cross-stream safety).
   if (stream.impl() != block_->stream) record_stream(stream);
-  const size_t n = block_->requested / pattern_size * pattern_size;
-  backend::BufferRef ref{block_->heap->heap.get(), block_->offset};
+  const size_t n = nbytes_ / pattern_size * pattern_size;
+  if (n == 0) return;
+  backend::BufferRef ref{block_->heap->heap.get(), block_->offset + offset_};
   stream.impl()->encode({detail::prof::Op::Fill, n, address()}, [&](backend::CommandBuffer& cb) {
     cb.fill(ref, n, pattern, pattern_size);
   });
@@ -118,7 +169,7 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
                           " bytes but the destination " + std::to_string(nbytes()) +
                           "; sizes must match");
   }
-  if (block_ == nullptr) return;
+  if (block_ == nullptr || nbytes_ == 0) return;
   check_owner();
   src.check_owner();
   if (src.device() != device() || stream.device() != device()) {
@@ -126,8 +177,8 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   }
   if (stream.impl() != block_->stream) record_stream(stream);
   if (stream.impl() != src.block_->stream) src.alloc_->record_stream(src.block_, *stream.impl());
-  backend::BufferRef d{block_->heap->heap.get(), block_->offset};
-  backend::BufferRef s{src.block_->heap->heap.get(), src.block_->offset};
+  backend::BufferRef d{block_->heap->heap.get(), block_->offset + offset_};
+  backend::BufferRef s{src.block_->heap->heap.get(), src.block_->offset + src.offset_};
   const size_t n = nbytes();
   stream.impl()->encode({detail::prof::Op::Copy, n, address()},
                         [&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
@@ -139,7 +190,7 @@ void Buffer::copy_from_host(const void* src, size_t n) {
                           " bytes but the buffer " + std::to_string(nbytes()) +
                           "; sizes must match");
   }
-  if (block_ == nullptr) return;
+  if (block_ == nullptr || n == 0) return;
   check_owner();
   if (src == nullptr) {
     detail::throw_invalid("[buffer] copy_from_host: the source is a null pointer for " +

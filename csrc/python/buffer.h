@@ -39,6 +39,7 @@ class PyBuffer {
   int device = 0;
   size_t nbytes = 0;
   int exports = 0;  // live numpy / DLPack views
+  nb::object base;  // the Buffer whose memory this one views (the first owner), or None
 };
 
 }  // namespace mpsrt::python

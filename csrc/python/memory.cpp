@@ -61,21 +61,21 @@ size_t itemsize(const DType& d) {
   return d.bits / 8;
 }
 
-Shape parse_shape(nb::handle size, size_t* count) {
+Shape parse_shape(nb::handle size, size_t* count, const std::string& caller = "empty()") {
   Shape shape;
   auto add = [&](nb::handle h) {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
-      type_error_got("empty(): size must be an int or a sequence of ints", h);
+      type_error_got(caller + ": size must be an int or a sequence of ints", h);
     }
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
     if (overflow != 0 || v < 0) {
-      throw nb::value_error(("empty(): sizes must be >= 0 and fit in 64 bits, got " +
+      throw nb::value_error((caller + ": sizes must be >= 0 and fit in 64 bits, got " +
                              nb::cast<std::string>(nb::str(h)))
                                 .c_str());
     }
     if (shape.ndim == Shape::kMaxDims) {
-      throw nb::value_error("empty(): at most 16 dimensions are supported");
+      throw nb::value_error((caller + ": at most 16 dimensions are supported").c_str());
     }
     shape.dims[shape.ndim++] = v;
   };
@@ -88,12 +88,12 @@ Shape parse_shape(nb::handle size, size_t* count) {
     const Py_ssize_t n = PyList_GET_SIZE(size.ptr());
     for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(size.ptr(), i));
   } else {
-    type_error_got("empty(): size must be an int or a sequence of ints", size);
+    type_error_got(caller + ": size must be an int or a sequence of ints", size);
   }
   size_t n = 1;
   for (int64_t d : shape) {
     if (d != 0 && n > std::numeric_limits<size_t>::max() / static_cast<size_t>(d)) {
-      throw nb::value_error("empty(): the number of elements overflows 64 bits");
+      throw nb::value_error((caller + ": the number of elements overflows 64 bits").c_str());
     }
     n *= static_cast<size_t>(d);
   }
@@ -319,12 +319,119 @@ nb::object dlpack_export(nb::handle self, nb::kwargs kwargs) {
   return nd.attr("__dlpack__")(nb::arg("max_version") = max_version);
 }
 
+// A Python Buffer over bytes [offset, offset + count * itemsize(dtype)) of `b`, with `shape`.
+nb::object make_view(nb::handle self, PyBuffer& b, size_t offset, const Shape& shape, size_t count,
+                     const DType& dt) {
+  check_live(b);
+  const size_t item = itemsize(dt);
+  if (count > std::numeric_limits<size_t>::max() / item) {
+    throw nb::value_error("view(): the size in bytes overflows 64 bits");
+  }
+  PyBuffer v;
+  v.buf = b.buf.view(offset, count * item);  // the range check (std::invalid_argument)
+  if (v.buf.offset() % item != 0) {
+    throw nb::value_error(("[buffer] view: byte offset " + std::to_string(v.buf.offset()) +
+                           " from the start of the memory is not a multiple of the " + dt.name +
+                           " itemsize " + std::to_string(item) + "; elements must be aligned")
+                              .c_str());
+  }
+  v.shape = shape;
+  v.dtype = &dt;
+  v.device = b.device;
+  v.nbytes = count * item;
+  v.base = b.base.is_valid() && !b.base.is_none() ? b.base : nb::borrow(self);
+  return nb::cast(std::move(v), nb::rv_policy::move);
+}
+
+size_t row_bytes(const PyBuffer& b, Shape* row_shape) {
+  size_t n = itemsize(*b.dtype);
+  for (size_t i = 1; i < b.shape.size(); ++i) {
+    row_shape->dims[row_shape->ndim++] = b.shape[i];
+    n *= static_cast<size_t>(b.shape[i]);
+  }
+  return n;
+}
+
+// buf[i] (row i, one dimension less) and buf[a:b] (rows a..b) along the first dimension: views.
+nb::object getitem(nb::handle self, nb::handle key) {
+  PyBuffer& b = buffer_self(self, "__getitem__()");
+  if (b.shape.empty()) throw nb::type_error("invalid index of a 0-d Buffer");
+  const auto n = static_cast<Py_ssize_t>(b.shape[0]);
+  Shape row;
+  const size_t rb = row_bytes(b, &row);
+  const size_t row_count = rb / itemsize(*b.dtype);
+  if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
+    int overflow = 0;
+    long long i = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
+    if (overflow == 0 && i < 0) i += n;
+    if (overflow != 0 || i < 0 || i >= n) {
+      throw nb::index_error(("index " + nb::cast<std::string>(nb::str(key)) +
+                             " is out of bounds for dimension 0 with size " + std::to_string(n))
+                                .c_str());
+    }
+    return make_view(self, b, static_cast<size_t>(i) * rb, row, row_count, *b.dtype);
+  }
+  if (PySlice_Check(key.ptr())) {
+    Py_ssize_t start = 0, stop = 0, step = 0;
+    if (PySlice_Unpack(key.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+    const Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+    if (step != 1) {
+      throw nb::value_error(("[buffer] a Buffer slice must have step 1 (Buffers are contiguous), "
+                             "got step " +
+                             std::to_string(step))
+                                .c_str());
+    }
+    Shape shape;
+    shape.dims[shape.ndim++] = len;
+    for (int64_t d : row) shape.dims[shape.ndim++] = d;
+    return make_view(self, b, static_cast<size_t>(start) * rb, shape,
+                     static_cast<size_t>(len) * row_count, *b.dtype);
+  }
+  type_error_got("Buffer indices must be ints or slices (step 1)", key);
+}
+
+nb::object view_method(nb::handle self, nb::handle offset, nb::handle size, nb::handle dtype) {
+  PyBuffer& b = buffer_self(self, "view()");
+  check_live(b);
+  if (!PyLong_Check(offset.ptr()) || PyBool_Check(offset.ptr())) {
+    type_error_got("view(): offset must be an int (bytes)", offset);
+  }
+  int overflow = 0;
+  const long long off = PyLong_AsLongLongAndOverflow(offset.ptr(), &overflow);
+  if (overflow != 0 || off < 0) {
+    throw nb::value_error(("view(): offset must be >= 0 and fit in 64 bits, got " +
+                           nb::cast<std::string>(nb::str(offset)))
+                              .c_str());
+  }
+  const DType& dt = parse_dtype(dtype, *b.dtype);
+  const size_t item = itemsize(dt);
+  const auto o = static_cast<size_t>(off);
+  if (size.is_none()) {
+    if (o > b.nbytes) b.buf.view(o, 0);  // throws the range error
+    const size_t rest = b.nbytes - o;
+    if (rest % item != 0) {
+      throw nb::value_error(("view(): the " + std::to_string(rest) + " bytes from offset " +
+                             std::to_string(o) + " are not a whole number of " + dt.name +
+                             " elements; pass a shape")
+                                .c_str());
+    }
+    Shape shape;
+    shape.dims[shape.ndim++] = static_cast<int64_t>(rest / item);
+    return make_view(self, b, o, shape, rest / item, dt);
+  }
+  size_t count = 0;
+  const Shape shape = parse_shape(size, &count, "view()");
+  return make_view(self, b, o, shape, count, dt);
+}
+
 std::string repr(const PyBuffer& b) {
   std::string shape;
   for (int64_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
   if (b.shape.size() == 1) shape += ",";
+  const bool is_view = b.base.is_valid() && !b.base.is_none();
   return "Buffer(shape=(" + shape + "), dtype=" + b.dtype->name +
          ", device=" + std::to_string(b.device) + ", nbytes=" + std::to_string(b.nbytes) +
+         (is_view ? ", byte_offset=" + std::to_string(b.buf.offset()) : "") +
          (b.nbytes != 0 && !b.buf.defined() ? ", released" : "") + ")";
 }
 
@@ -418,6 +525,22 @@ void init_memory(nb::module_& m) {
                      check_live(b);
                      return b.buf.address();
                    })
+      .def_prop_ro(
+          "base",
+          [](const PyBuffer& b) -> nb::object { return b.base.is_valid() ? b.base : nb::none(); },
+          "The Buffer whose memory this view shares (the original owner, also for a view of a "
+          "view), or None.")
+      .def_prop_ro(
+          "byte_offset", [](const PyBuffer& b) { return b.buf.offset(); },
+          "Bytes from the start of the memory to this Buffer's first byte (0 unless a view).")
+      .def("view", &view_method, nb::arg("offset") = 0, nb::arg("shape") = nb::none(),
+           nb::arg("dtype") = nb::none(),
+           "A Buffer over this one's bytes [offset, offset + its size): the same memory, kept\n"
+           "alive while the view lives. offset in bytes (a multiple of the dtype's itemsize\n"
+           "from the start of the memory); shape: default all bytes from offset as 1-D;\n"
+           "dtype: default this Buffer's (a reinterpretation, as numpy's view).")
+      .def("__getitem__", &getitem, nb::arg("key").none(),
+           "buf[i] / buf[a:b]: a view of row i / rows a..b along the first dimension.")
       .def("__repr__", &repr)
       .def("__len__",
            [](const PyBuffer& b) {
@@ -525,7 +648,8 @@ void init_memory(nb::module_& m) {
             b.buf.reset();
           },
           "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
-          "used.");
+          "used. While views share the memory, only this Buffer's hold goes: the last Buffer "
+          "over the memory returns it.");
 
   m.def(
       "empty",

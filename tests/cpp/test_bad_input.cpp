@@ -295,6 +295,48 @@ std::vector<Row> rows() {
       "Buffer-empty-stream", [](Ctx&) { Buffer b(64, Stream(nullptr)); },
       "[stream] the Stream is empty");
 
+  // ------------------------------------------------------------ Buffer::view (Python: ValueError)
+  add(
+      "view-past-the-end", [](Ctx& c) { (void)c.u8.view(60, 8); },
+      "[buffer] view: bytes [60, 60 + 8) are outside the buffer's 64 bytes; a view must lie "
+      "within [0, 64)");
+  add(
+      "view-offset-past-the-end", [](Ctx& c) { (void)c.u8.view(65, 0); },
+      "bytes [65, 65 + 0) are outside the buffer's 64 bytes");
+  add(
+      "view-size-overflow", [](Ctx& c) { (void)c.u8.view(8, kU64Max); },
+      "bytes [8, 8 + 18446744073709551615) are outside the buffer's 64 bytes");
+  add(
+      "view-of-a-view-past-its-end",
+      [](Ctx& c) {
+        Buffer part = c.u8.view(16, 16);
+        (void)part.view(8, 9);  // inside the base, outside the view
+      },
+      "bytes [8, 8 + 9) are outside the buffer's 16 bytes; a view must lie within [0, 16)");
+  add(
+      "view-of-an-empty-buffer", [](Ctx& c) { (void)c.empty.view(0, 1); },
+      "bytes [0, 0 + 1) are outside the buffer's 0 bytes");
+  add(
+      "view-of-a-released-buffer", [](Ctx& c) { (void)c.released.view(0, 1); },
+      "bytes [0, 0 + 1) are outside the buffer's 0 bytes");
+  add(
+      "view-fill-pattern-size", [](Ctx& c) { c.u8.view(8, 8).fill(0, 3, c.s); },
+      "[buffer] fill: pattern size must be 1, 2, 4 or 8 bytes, got 3");
+  add(
+      "view-copy_from-size-mismatch", [](Ctx& c) { c.u8.view(0, 8).copy_from(c.u8, c.s); },
+      "[buffer] copy_: the source has 64 bytes but the destination 8; sizes must match");
+  add(
+      "view-random_fill-past-the-view",
+      [](Ctx& c) {
+        Buffer part = c.u32.view(32, 32);
+        mpsrt::random_fill(part, 9, spec(Op::Bits, DType::U32), c.gen, c.s);
+      },
+      "9 elements of uint32 need more than the buffer's 32 bytes; pass count <= 8");
+  add(
+      "view-record_stream-other-device",
+      [](Ctx& c) { c.u8.view(8, 8).record_stream(mpsrt::default_stream(1)); },
+      "[allocator] record_stream: the stream is on device 1 but the buffer on device 0", true);
+
   // ------------------------------------------------------------ Generator
   for (size_t size : {size_t(0), size_t(43), size_t(45)}) {
     add(

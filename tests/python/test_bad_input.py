@@ -850,6 +850,186 @@ for _id, _call, _exc, _msg in [
 ]:
     case(f"comm.{_id}", _call, _exc, _msg, "comm." + _id.split("-")[0])
 
+# comm out= forms: torch.cuda.comm's words; CommError is a RuntimeError (torch) and a ValueError
+# (API.md), so the rows expect ValueError and test_comm.py checks RuntimeError and the full texts.
+for _id, _call, _exc, _msg in [
+    (
+        "broadcast-no-devices-no-out",
+        lambda c: comm.broadcast(c.buf),
+        ValueError,
+        "Exactly one of 'devices' and 'out' must be specified, but got devices=None and out=None",
+    ),
+    (
+        "broadcast-devices-and-out",
+        lambda c: comm.broadcast(c.buf, [0], out=[c.buf]),
+        ValueError,
+        "Exactly one of 'devices' and 'out' must be specified, but got devices=[0] and out=",
+    ),
+    (
+        "broadcast-out-shape",
+        lambda c: comm.broadcast(c.buf, out=[c.f32]),
+        ValueError,
+        "Expected all output tensors to have same shape as the source tensor [64], but output "
+        "tensor at index 0 has shape [16]",
+    ),
+    (
+        "broadcast-out-dtype",
+        lambda c: comm.broadcast(c.u64, out=[c.f64.view(0, (4,), "float32")]),
+        ValueError,
+        "has dtype float32 but the source uint64; mpsrt.comm copies bytes",
+    ),
+    (
+        "broadcast-out-not-a-sequence",
+        lambda c: comm.broadcast(c.buf, out=c.buf),
+        TypeError,
+        "expected out to be a sequence of Buffers, got Buffer",
+    ),
+    ("broadcast-out-empty", lambda c: comm.broadcast(c.buf, out=[]), ValueError, "at least one"),
+    (
+        "broadcast-out-released",
+        lambda c: comm.broadcast(c.buf, out=[c.freed]),
+        ValueError,
+        RELEASED,
+    ),
+    (
+        "scatter-devices-and-out",
+        lambda c: comm.scatter(c.buf, [0], out=[c.buf]),
+        ValueError,
+        "'devices' must not be specified when 'out' is specified, but got devices=[0]",
+    ),
+    (
+        "scatter-chunk_sizes-and-out",
+        lambda c: comm.scatter(c.buf, chunk_sizes=[64], out=[c.buf]),
+        ValueError,
+        "'chunk_sizes' must not be specified when 'out' is specified, but got chunk_sizes=[64]",
+    ),
+    (
+        "scatter-out-empty",
+        lambda c: comm.scatter(c.buf, out=[]),
+        ValueError,
+        "Expected at least one output tensor to scatter to",
+    ),
+    (
+        "scatter-out-shape",
+        lambda c: comm.scatter(c.f32, out=[c.scalar]),
+        ValueError,
+        "Output tensor at index 0 has incorrect shape: []. Expected same shape except for "
+        "scatter dim 0 as the source tensor: [16]",
+    ),
+    (
+        "scatter-out-total",
+        lambda c: comm.scatter(c.buf, out=[c.buf[:10], c.buf[10:20]]),
+        ValueError,
+        "Total size for output tensors along scatter dim 0 does not match the source tensor "
+        "size at dim 0. Expected 64, but got total size 20",
+    ),
+    (
+        "scatter-streams-type",
+        lambda c: comm.scatter(c.buf, [0], streams=c.stream),
+        TypeError,
+        "streams must be None or a sequence of mpsrt.Stream or None, got Stream",
+    ),
+    (
+        "gather-destination-and-out",
+        lambda c: comm.gather([c.buf], destination=0, out=c.buf),
+        ValueError,
+        "'destination' must not be specified when 'out' is specified, but got destination=0",
+    ),
+    (
+        "gather-out-shape",
+        lambda c: comm.gather([c.buf, c.buf], out=c.buf),
+        ValueError,
+        "Expected out tensor to have shape [128], but got [64]",
+    ),
+    (
+        "gather-out-list",
+        lambda c: comm.gather([c.buf], out=[c.buf]),
+        TypeError,
+        "gather() expected an mpsrt.Buffer, got list",
+    ),
+]:
+    case(f"comm.{_id}", _call, _exc, _msg, "comm." + _id.split("-")[0])
+
+# --------------------------------------------------------------------------- Buffer views
+
+for _id, _call, _exc, _msg in [
+    (
+        "view-past-the-end",
+        lambda c: c.buf.view(60, (8,)),
+        ValueError,
+        "[buffer] view: bytes [60, 60 + 8) are outside the buffer's 64 bytes; a view must lie "
+        "within [0, 64)",
+    ),
+    (
+        "view-offset-past-the-end",
+        lambda c: c.buf.view(65),
+        ValueError,
+        "bytes [65, 65 + 0) are outside the buffer's 64 bytes",
+    ),
+    (
+        "view-of-a-view-past-its-end",
+        lambda c: c.buf[16:32].view(8, (9,)),
+        ValueError,
+        "bytes [8, 8 + 9) are outside the buffer's 16 bytes; a view must lie within [0, 16)",
+    ),
+    (
+        "view-negative-offset",
+        lambda c: c.buf.view(-1),
+        ValueError,
+        "view(): offset must be >= 0 and fit in 64 bits, got -1",
+    ),
+    ("view-offset-float", lambda c: c.buf.view(1.0), TypeError, "offset must be an int (bytes)"),
+    ("view-offset-bool", lambda c: c.buf.view(True), TypeError, "offset must be an int (bytes)"),
+    (
+        "view-misaligned",
+        lambda c: c.f32.view(2, (3,)),
+        ValueError,
+        "[buffer] view: byte offset 2 from the start of the memory is not a multiple of the "
+        "float32 itemsize 4",
+    ),
+    (
+        "view-misaligned-dtype",
+        lambda c: c.buf[1:].view(0, (4,), "int32"),
+        ValueError,
+        "byte offset 1 from the start of the memory is not a multiple of the int32 itemsize 4",
+    ),
+    (
+        "view-not-whole-elements",
+        lambda c: c.buf.view(4, dtype="float64"),
+        ValueError,
+        "view(): the 60 bytes from offset 4 are not a whole number of float64 elements",
+    ),
+    ("view-shape-negative", lambda c: c.buf.view(0, (-1,)), ValueError, "view(): sizes must be"),
+    ("view-shape-str", lambda c: c.buf.view(0, "4"), TypeError, "view(): size must be an int"),
+    ("view-dtype", lambda c: c.buf.view(0, (4,), "complex64"), ValueError, "unsupported dtype"),
+    ("view-released", lambda c: c.freed.view(0, (1,)), ValueError, RELEASED),
+    ("view-released-index", lambda c: c.freed[0], ValueError, RELEASED),
+    (
+        "index-out-of-range",
+        lambda c: c.buf[64],
+        IndexError,
+        "index 64 is out of bounds for dimension 0 with size 64",
+    ),
+    (
+        "index-negative-out-of-range",
+        lambda c: c.f32[-17],
+        IndexError,
+        "index -17 is out of bounds for dimension 0 with size 16",
+    ),
+    ("index-huge", lambda c: c.buf[1 << 70], IndexError, "is out of bounds for dimension 0"),
+    ("index-0d", lambda c: c.scalar[0], TypeError, "invalid index of a 0-d Buffer"),
+    (
+        "index-step",
+        lambda c: c.buf[::2],
+        ValueError,
+        "[buffer] a Buffer slice must have step 1 (Buffers are contiguous), got step 2",
+    ),
+    ("index-float", lambda c: c.buf[1.0], TypeError, "Buffer indices must be ints or slices"),
+    ("index-tuple", lambda c: c.buf[0, 1], TypeError, "Buffer indices must be ints or slices"),
+    ("index-bool", lambda c: c.buf[True], TypeError, "Buffer indices must be ints or slices"),
+]:
+    case(f"Buffer.{_id}", _call, _exc, _msg, "Buffer")
+
 # --------------------------------------------------------------------------- random state
 
 for _id, _call, _exc, _msg, _name in [

@@ -108,11 +108,15 @@ def test_broadcast(three_devices, dtype: str) -> None:
         assert isinstance(out, tuple) and len(out) == 3
         for d, b in enumerate(out):
             check(b, x, dtype, d)
-        assert out[1].data_ptr != src.data_ptr, "broadcast returns copies, even on the source"
+        # torch's no-copy rule: on its own device the result is the source itself.
+        assert out[1] is src
+        assert out[0].data_ptr != src.data_ptr and out[2].data_ptr != out[0].data_ptr
         check(src, x, dtype, 1)
         # Device strings, a subset and repeats.
-        out = comm.broadcast(src, ["mps:2", 0, 2])
-        assert [b.device for b in out] == [2, 0, 2]
+        out = comm.broadcast(src, ["mps:2", 0, 2, "mps:1", 1])
+        assert [b.device for b in out] == [2, 0, 2, 1, 1]
+        assert out[3] is src and out[4] is src
+        assert out[0].data_ptr != out[2].data_ptr, "each other-device entry is its own copy"
         for b in out:
             check(b, x, dtype, b.device)
 
@@ -387,6 +391,285 @@ def test_reduce_add_bad_inputs(three_devices) -> None:
             comm.reduce_add([a, a], destination=[1])
 
     three_devices(body)
+
+
+# ---------------------------------------------------------------- no-copy rule and out= forms
+# (issue 16: torch.cuda.comm's out= forms, their checks and texts, and its no-copy rule)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_chunk_on_the_source_device_is_a_view(three_devices, dtype: str) -> None:
+    def body() -> None:
+        x = sample((7, 4), dtype)
+        src = make(x, dtype, 1)
+        row = 4 * src.itemsize
+        out = comm.scatter(src, [0, 1, 2])  # chunks of 3, 3, 1 rows
+        chunk = out[1]
+        assert chunk.base is src and chunk.data_ptr == src.data_ptr + 3 * row
+        check(chunk, x[3:6], dtype, 1)
+        assert out[0].base is None and out[2].base is None  # other devices: copies
+        # Writes through the chunk reach the source: the same memory, as in torch.
+        chunk.fill_(0)
+        want = x.copy()
+        want[3:6] = 0
+        check(src, want, dtype, 1)
+        # chunk_sizes, and the source's device several times.
+        parts = comm.scatter(src, [1, 2, 1], chunk_sizes=[2, 4, 1])
+        assert parts[0].data_ptr == src.data_ptr and parts[2].data_ptr == src.data_ptr + 6 * row
+        assert parts[1].base is None
+        check(parts[2], want[6:7], dtype, 1)
+        # Along dim 1 the chunk is strided: a copy (Buffers have no strides), values right.
+        cols = comm.scatter(src, [1, 0], dim=1)
+        assert cols[0].base is None and cols[0].data_ptr != src.data_ptr
+        check(cols[0], want[:, 0:2], dtype, 1)
+        # ... unless every dimension before dim has size 1: contiguous again, a view.
+        flat = make(sample((1, 8), dtype), dtype, 2)
+        halves = comm.scatter(flat, [2, 0], dim=1)
+        assert halves[0].base is flat and halves[0].shape == (1, 4)
+
+    three_devices(body)
+
+
+def test_scatter_streams(three_devices) -> None:
+    def body() -> None:
+        x = sample((6, 2), "float32")
+        src = make(x, "float32", 0)
+        s1, s2 = mpsrt.Stream(device=1), mpsrt.Stream(device=2)
+        out = comm.scatter(src, [0, 1, 2], streams=[None, s1, s2])
+        for d, part in enumerate((x[0:2], x[2:4], x[4:6])):
+            check(out[d], part, "float32", d)
+        # Like torch, a stream is checked only where a chunk moves; a short list is fine.
+        comm.scatter(src, [0, 1], streams=[mpsrt.Stream(device=2)])
+        with pytest.raises(RuntimeError) as e:
+            comm.scatter(src, [0, 1], streams=[None, s2])
+        assert str(e.value) == (
+            "Expected the device associated with the stream at index 1 (was 2) to match the "
+            "device supplied at that index (expected 1)"
+        )
+        assert isinstance(e.value, ValueError)
+        with pytest.raises(TypeError, match="streams"):
+            comm.scatter(src, [0, 1], streams=s1)
+        with pytest.raises(TypeError, match="streams"):
+            comm.scatter(src, [0, 1], streams=[None, 1])
+
+    three_devices(body)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_out(three_devices, dtype: str) -> None:
+    def body() -> None:
+        x = sample((5, 3), dtype)
+        src = make(x, dtype, 1)
+        outs = [mpsrt.empty((5, 3), dtype, device=d) for d in (0, 1, 2, 2)]
+        for o in outs:
+            o.fill_(1)
+        res = comm.broadcast(src, out=outs)
+        assert isinstance(res, tuple) and len(res) == 4
+        assert all(r is o for r, o in zip(res, outs)), "out= returns the out Buffers themselves"
+        for o in outs:
+            check(o, x, dtype, o.device)
+        check(src, x, dtype, 1)
+        # The source among the outputs, and views as outputs.
+        big = mpsrt.empty((10, 3), dtype, device=0)
+        big.fill_(0)
+        comm.broadcast(src, out=(src, big[5:10], big[0:5]))
+        check(big, np.concatenate([x, x]), dtype, 0)
+
+    three_devices(body)
+
+
+def test_broadcast_out_sees_pending_work(three_devices) -> None:
+    def body() -> None:
+        src = mpsrt.empty((1 << 16,), "int64", device=0)
+        s = mpsrt.Stream(device=0)
+        with mpsrt.stream(s):
+            for v in range(1, 11):
+                src.fill_(v)
+        outs = [mpsrt.empty((1 << 16,), "int64", device=d) for d in (0, 1, 2)]
+        comm.broadcast(src, out=outs)
+        for o in outs:
+            assert (read(o) == 10).all()
+
+    three_devices(body)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_out(three_devices, dtype: str) -> None:
+    def body() -> None:
+        x = sample((6, 5), dtype, seed=3)
+        src = make(x, dtype, 0)
+        outs = [mpsrt.empty(s, dtype, device=d) for s, d in (((1, 5), 2), ((4, 5), 0), ((1, 5), 1))]
+        res = comm.scatter(src, out=outs)
+        assert all(r is o for r, o in zip(res, outs))
+        for o, part in zip(outs, (x[0:1], x[1:5], x[5:6])):
+            check(o, part, dtype, o.device)
+        assert outs[1].data_ptr != src.data_ptr, "out= copies, even on the source's device"
+        cols = [mpsrt.empty((6, c), dtype, device=d) for c, d in ((2, 1), (0, 2), (3, 0))]
+        comm.scatter(src, dim=-1, out=cols, streams=[mpsrt.Stream(device=1), None, None])
+        for o, part in zip(cols, (x[:, 0:2], x[:, 2:2], x[:, 2:5])):
+            check(o, part, dtype, o.device)
+
+    three_devices(body)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_out(three_devices, dtype: str) -> None:
+    def body() -> None:
+        parts = [sample((r, 3), dtype, seed=i) for i, r in enumerate((2, 1, 3))]
+        bufs = [make(p, dtype, d) for d, p in enumerate(parts)]
+        out = mpsrt.empty((6, 3), dtype, device=1)
+        assert comm.gather(bufs, out=out) is out
+        check(out, np.concatenate(parts), dtype, 1)
+        cols = [sample((2, c), dtype, seed=7 + i) for i, c in enumerate((1, 4, 2))]
+        bufs = [make(p, dtype, 2 - d) for d, p in enumerate(cols)]
+        out = mpsrt.empty((2, 7), dtype, device=2)
+        assert comm.gather(bufs, dim=1, out=out) is out
+        check(out, np.concatenate(cols, 1), dtype, 2)
+        # Into a view of a bigger buffer: its neighbours stay as they were.
+        big = mpsrt.empty((4, 7), dtype, device=0)
+        big.fill_(0)
+        comm.gather(bufs, dim=-1, out=big[1:3])
+        want = np.zeros((4, 7), np.float32 if dtype != "int64" else np.int64)
+        want[1:3] = np.concatenate(cols, 1)
+        check(big, want, dtype, 0)
+
+    three_devices(body)
+
+
+def test_out_forms_bad_inputs_use_torch_words(three_devices) -> None:
+    """torch.cuda.comm's RuntimeErrors and texts; CommError is also a ValueError (API.md)."""
+
+    def body() -> None:
+        src = make(sample((6, 4), "float32"), "float32", 0)
+        good = [mpsrt.empty((6, 4), "float32", device=d) for d in (1, 2)]
+
+        def raises(text: str, call: Callable[[], object]) -> None:
+            with pytest.raises(RuntimeError) as e:
+                call()
+            assert str(e.value) == text
+            assert isinstance(e.value, ValueError) and isinstance(e.value, comm.CommError)
+
+        raises(
+            "Exactly one of 'devices' and 'out' must be specified, but got devices=None and "
+            "out=None",
+            lambda: comm.broadcast(src),
+        )
+        raises(
+            f"Exactly one of 'devices' and 'out' must be specified, but got devices=[1] and "
+            f"out={good}",
+            lambda: comm.broadcast(src, [1], out=good),
+        )
+        raises(
+            "Expected all output tensors to have same shape as the source tensor [6, 4], but "
+            "output tensor at index 1 has shape [4, 6]",
+            lambda: comm.broadcast(src, out=[good[0], mpsrt.empty((4, 6), "float32")]),
+        )
+        raises(
+            "'devices' must not be specified when 'out' is specified, but got devices=[0, 1]",
+            lambda: comm.scatter(src, [0, 1], out=good),
+        )
+        raises(
+            "'chunk_sizes' must not be specified when 'out' is specified, but got "
+            "chunk_sizes=[3, 3]",
+            lambda: comm.scatter(src, chunk_sizes=[3, 3], out=good),
+        )
+        raises(
+            "Expected at least one output tensor to scatter to", lambda: comm.scatter(src, out=[])
+        )
+        raises(
+            "Output tensor at index 1 has incorrect shape: [3, 5]. Expected same shape except "
+            "for scatter dim 0 as the source tensor: [6, 4]",
+            lambda: comm.scatter(
+                src, out=[mpsrt.empty((3, 4), "float32"), mpsrt.empty((3, 5), "float32")]
+            ),
+        )
+        raises(
+            "Output tensor at index 0 has incorrect shape: [6]. Expected same shape except for "
+            "scatter dim 1 as the source tensor: [6, 4]",
+            lambda: comm.scatter(src, dim=1, out=[mpsrt.empty((6,), "float32")]),
+        )
+        raises(
+            "Total size for output tensors along scatter dim 0 does not match the source tensor "
+            "size at dim 0. Expected 6, but got total size 5",
+            lambda: comm.scatter(
+                src, out=[mpsrt.empty((3, 4), "float32"), mpsrt.empty((2, 4), "float32")]
+            ),
+        )
+        raises(
+            "Expected the device associated with the stream at index 0 (was 0) to match the "
+            "device supplied at that index (expected 1)",
+            lambda: comm.scatter(
+                src, out=[mpsrt.empty((6, 4), "float32", device=1)], streams=[mpsrt.Stream()]
+            ),
+        )
+        raises(
+            "'destination' must not be specified when 'out' is specified, but got destination=1",
+            lambda: comm.gather([src], destination=1, out=good[0]),
+        )
+        raises(
+            "Expected out tensor to have shape [12, 4], but got [6, 4]",
+            lambda: comm.gather([src, good[0]], out=good[1]),
+        )
+        raises(
+            "Expected out tensor to have shape [6, 8], but got [6, 4]",
+            lambda: comm.gather([src, good[0]], dim=1, out=good[1]),
+        )
+        # mpsrt's own checks: types, dtypes (comm copies bytes, it does not convert).
+        with pytest.raises(TypeError, match="sequence of Buffers"):
+            comm.broadcast(src, out=good[0])
+        with pytest.raises(TypeError, match="Buffer"):
+            comm.scatter(src, out=[good[0], "x"])
+        with pytest.raises(TypeError, match="Buffer"):
+            comm.gather([src], out=[good[0]])
+        with pytest.raises(ValueError, match="does not convert dtypes"):
+            comm.broadcast(src, out=[mpsrt.empty((6, 4), "int32")])
+        with pytest.raises(ValueError, match="does not convert dtypes"):
+            comm.gather([src], out=mpsrt.empty((6, 4), "int32"))
+        freed = mpsrt.empty((6, 4), "float32")
+        freed.free()
+        with pytest.raises(ValueError, match="released"):
+            comm.broadcast(src, out=[freed])
+        # Nothing was written by a refused call.
+        good[0].fill_(7.0)
+        with pytest.raises(RuntimeError):
+            comm.broadcast(src, out=[good[0], mpsrt.empty(3, "float32")])
+        assert (read(good[0]) == 7.0).all()
+
+    three_devices(body)
+
+
+def test_no_copy_rule_and_out_forms_on_one_device() -> None:
+    """On every backend (one device suffices): what stays on the source's device is the source
+    or a view of it; out= on the source's device is a device copy."""
+    dev = mpsrt.current_device()
+    x = sample((6, 4), "float32")
+    src = make(x, "float32", dev)
+    a, b = comm.broadcast(src, [dev, dev])
+    assert a is src and b is src
+    chunks = comm.scatter(src, [dev, dev, dev], chunk_sizes=[1, 0, 5])
+    assert [c.base for c in chunks] == [src] * 3
+    assert [c.data_ptr - src.data_ptr for c in chunks] == [0, 16, 16]
+    chunks[2][0].fill_(-1.0)  # a write through a chunk reaches the source
+    want = x.copy()
+    want[1] = -1
+    check(src, want, "float32", dev)
+    outs = [mpsrt.empty((6, 4), "float32", device=dev) for _ in range(2)]
+    assert comm.broadcast(src, out=outs) == tuple(outs)
+    for o in outs:
+        check(o, want, "float32", dev)
+    parts = [mpsrt.empty((6, c), "float32", device=dev) for c in (3, 1)]
+    comm.scatter(src, dim=1, out=parts, streams=[mpsrt.Stream(device=dev)])
+    check(parts[0], want[:, :3], "float32", dev)
+    check(parts[1], want[:, 3:], "float32", dev)
+    rows = [mpsrt.empty((k, 4), "float32", device=dev) for k in (4, 2)]
+    comm.scatter(src, out=rows, streams=[mpsrt.Stream(device=dev), None])
+    check(rows[0], want[:4], "float32", dev)
+    out = mpsrt.empty((12, 4), "float32", device=dev)
+    assert comm.gather([src, outs[0]], out=out) is out
+    check(out, np.concatenate([want, want]), "float32", dev)
+    wide = mpsrt.empty((6, 8), "float32", device=dev)
+    comm.gather([outs[1], src], dim=1, out=wide)
+    check(wide, np.concatenate([want, want], 1), "float32", dev)
 
 
 def test_comm_is_exported() -> None:

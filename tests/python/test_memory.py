@@ -1490,3 +1490,183 @@ def test_device_properties_compare_equal_for_the_same_device() -> None:
     assert a == mpsrt.get_device_properties(mpsrt.device(0))
     assert a != "not properties" and a != None  # noqa: E711
     assert len({a, b}) == 1
+
+
+# =========================================================================== Buffer views
+# (issue 16, "Buffer views": Buffer.view(offset, shape, dtype), buf[i], buf[a:b]; the same
+# memory as the base, kept alive by the view, counted once, usable everywhere a Buffer is.)
+
+
+def _ramp(n: int, dtype: str = "int32") -> mpsrt.Buffer:
+    b = mpsrt.empty(n, dtype)
+    b.copy_(np.arange(n, dtype=dtype))
+    return b
+
+
+def test_view_slice_is_the_same_memory_and_writes_reach_the_base() -> None:
+    base = _ramp(12, "int32").view(0, (4, 3))
+    v = base[1:3]
+    assert v.shape == (2, 3) and v.dtype == "int32" and v.nbytes == 24
+    assert v.data_ptr == base.data_ptr + 12
+    assert v.byte_offset == base.byte_offset + 12
+    assert v.base is base.base and base.base is not None
+    np.testing.assert_array_equal(v.numpy(), [[3, 4, 5], [6, 7, 8]])
+    v.fill_(-1)  # device fill through the view
+    v[1].copy_(np.array([70, 80, 90], np.int32))  # host copy into a view of the view
+    mpsrt.synchronize()
+    np.testing.assert_array_equal(
+        base.numpy(), [[0, 1, 2], [-1, -1, -1], [70, 80, 90], [9, 10, 11]]
+    )
+    src = _ramp(3, "int32")
+    base[3].copy_(src)  # device copy into a view
+    np.testing.assert_array_equal(base.numpy()[3], [0, 1, 2])
+    base[0].copy_(base[2])  # from one view of a buffer into another
+    np.testing.assert_array_equal(base.numpy()[0], [70, 80, 90])
+
+
+def test_view_indexing_follows_python_and_torch() -> None:
+    b = _ramp(10, "int64")
+    assert b[-1].shape == () and b[-1].numpy() == 9
+    assert b[3].data_ptr == b.data_ptr + 24
+    assert b[2:].shape == (8,) and b[:-7].shape == (3,)
+    assert b[8:100].shape == (2,) and b[5:2].shape == (0,)
+    assert b[10:].nbytes == 0 and b[10:].data_ptr == b.data_ptr + 80
+    assert [int(x.numpy()) for x in b] == list(range(10))  # iteration: __len__ + __getitem__
+    m = b.view(0, (5, 2))
+    assert [r.numpy().tolist() for r in m[1:3]] == [[2, 3], [4, 5]]
+    assert m[4][1].numpy() == 9 and m[4][1].data_ptr == b.data_ptr + 72
+
+
+def test_view_method_reinterprets_bytes_at_an_offset() -> None:
+    f = mpsrt.empty(8, "float32")
+    f.copy_(np.linspace(0, 7, 8, dtype=np.float32))
+    u = f.view(8, (3,), "uint32")
+    assert u.data_ptr == f.data_ptr + 8 and u.byte_offset == 8
+    np.testing.assert_array_equal(u.numpy(), np.float32([2, 3, 4]).view(np.uint32))
+    rest = f.view(16)  # default: every byte from the offset, 1-D, the same dtype
+    assert rest.shape == (4,) and rest.dtype == "float32"
+    assert f.view(0, (2, 2, 2)).shape == (2, 2, 2)
+    assert f.view(dtype="uint8").shape == (32,)
+    assert f.view(32).shape == (0,)
+    h = f.view(4, dtype="bfloat16")  # 28 bytes -> 14 bfloat16
+    assert h.shape == (14,) and h.data_ptr == f.data_ptr + 4
+
+
+def test_view_keeps_the_memory_alive_and_counts_it_once() -> None:
+    before = mpsrt.memory_allocated()
+    stats = mpsrt.memory_stats()
+    base = _ramp(1024, "int32")
+    with_base = mpsrt.memory_allocated()
+    views = [base[i : i + 8] for i in range(0, 1024, 8)] + [base.view(4, (2,))]
+    assert mpsrt.memory_allocated() == with_base, "a view allocated memory"
+    after = mpsrt.memory_stats()
+    assert after["allocation.all.allocated"] == stats["allocation.all.allocated"] + 1
+    assert after["allocated_bytes.all.current"] == with_base
+    keep = views[5]
+    ptr = keep.data_ptr
+    del base, views
+    gc.collect()
+    mpsrt.synchronize()
+    assert mpsrt.memory_allocated() == with_base, "the memory was freed under a live view"
+    other = mpsrt.empty(4096)  # must not be handed the viewed memory
+    assert not (other.data_ptr <= ptr < other.data_ptr + 4096)
+    np.testing.assert_array_equal(keep.numpy(), np.arange(40, 48))
+    assert keep.base is not None and keep.base.nbytes == 4096  # .base keeps the owner too
+    del other, keep
+    gc.collect()
+    mpsrt.synchronize()
+    assert mpsrt.memory_allocated() == before
+
+
+def test_view_free_drops_only_its_own_hold() -> None:
+    before = mpsrt.memory_allocated()
+    base = _ramp(64, "int32")
+    v = base[16:32]
+    base.free()  # the view still holds the memory
+    assert "released" in repr(base)
+    np.testing.assert_array_equal(v.numpy(), np.arange(16, 32))
+    v.fill_(3)
+    mpsrt.synchronize()
+    assert (v.numpy() == 3).all()
+    w = v[0:4]
+    v.free()
+    with pytest.raises(ValueError, match="released"):
+        v.fill_(1)
+    assert (w.numpy() == 3).all()
+    assert mpsrt.memory_allocated() > before
+    del w, v, base
+    gc.collect()
+    mpsrt.synchronize()
+    assert mpsrt.memory_allocated() == before
+
+
+def test_view_of_a_view_reports_the_first_owner_as_base() -> None:
+    a = _ramp(100, "uint8")
+    b = a[10:90]
+    c = b[5:10]
+    d = c.view(1, (2,), "uint16")
+    assert b.base is a and c.base is a and d.base is a and a.base is None
+    assert d.byte_offset == 16 and d.data_ptr == a.data_ptr + 16
+    assert "byte_offset=16" in repr(d) and "byte_offset" not in repr(a)
+    assert d.numpy().tolist() == [16 | 17 << 8, 18 | 19 << 8]
+
+
+@pytest.mark.parametrize("offset", [0, 8, 40])
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [
+        ("uniform_", "float32"),
+        ("normal_", "float64"),
+        ("random_", "int64"),
+        ("bernoulli_", "float32"),
+    ],
+)
+def test_view_random_ops_equal_those_on_a_fresh_buffer(op: str, dtype: str, offset: int) -> None:
+    args = {"random_": (0, 1000), "bernoulli_": (0.3,)}.get(op, ())
+    base = mpsrt.empty(256, "uint8")
+    base.fill_(0xA5)
+    view = base.view(offset, (16,), dtype)
+    fresh = mpsrt.empty(16, dtype)
+    getattr(view, op)(*args, generator=mpsrt.Generator().manual_seed(99))
+    getattr(fresh, op)(*args, generator=mpsrt.Generator().manual_seed(99))
+    mpsrt.synchronize()
+    np.testing.assert_array_equal(view.numpy(), fresh.numpy())
+    raw = base.numpy()
+    n = view.nbytes
+    assert (raw[:offset] == 0xA5).all() and (raw[offset + n :] == 0xA5).all(), "wrote outside"
+
+
+def test_view_dlpack_numpy_and_torch_share_the_view_memory() -> None:
+    torch = pytest.importorskip("torch")
+    base = _ramp(16, "float32")
+    v = base[4:8]
+    arr = np.from_dlpack(v)
+    assert arr.__array_interface__["data"][0] == v.data_ptr
+    t = torch.from_dlpack(v)
+    assert t.data_ptr() == v.data_ptr and t.shape == (4,)
+    t += 100  # a torch write lands in the base
+    v.numpy()[0] = -5  # so does a numpy write
+    np.testing.assert_array_equal(base.numpy()[3:9], [3, -5, 105, 106, 107, 8])
+    del arr, t
+
+
+def test_view_record_stream_protects_the_whole_allocation() -> None:
+    s = mpsrt.Stream()
+    with blocked(s):
+        base = mpsrt.empty(3 * MiB)
+        at = base.data_ptr
+        v = base[MiB : MiB + 16]
+        v.record_stream(s)  # only 16 bytes in the middle
+        del v, base
+        again = mpsrt.empty(3 * MiB)
+        assert again.data_ptr != at, "reused while a stream recorded on a view had work queued"
+        # A fill through a view on the blocked stream makes it a user of the whole block too.
+        c = mpsrt.empty(4 * KiB)
+        at_c = c.data_ptr
+        with mpsrt.stream(s):
+            c[100:200].fill_(1)
+        del c
+        d = mpsrt.empty(4 * KiB)
+        assert d.data_ptr != at_c, "reused while a fill through a view was queued"
+    s.synchronize()
+    del again, d

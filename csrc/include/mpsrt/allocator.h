@@ -1,6 +1,7 @@
 // Device memory from the caching allocator: Buffers, statistics, limits, reclaim callbacks.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -18,12 +19,19 @@ namespace mpsrt {
 namespace detail {
 struct Block;
 class CachingAllocator;
+struct BufferShare;
 }  // namespace detail
 
 /// A piece of device memory from the caching allocator. Move-only; the memory returns to the
 /// cache when the Buffer is destroyed or reset(), stream-ordered: it is reusable at once on
 /// the stream it was allocated on, and on other streams once the work encoded on every stream
 /// that used it has completed.
+///
+/// Views: view(offset, nbytes) gives another Buffer over a byte range of this one's memory
+/// (as a numpy view or a torch tensor with a storage offset). The Buffers over one allocation
+/// share it: the memory returns to the cache when the last of them is destroyed or reset(),
+/// whichever that is; the allocator counts it once. A view is a Buffer in every respect (fill,
+/// copy_from, random ops, record_stream: which protects the whole allocation).
 class MPSRT_API Buffer {
  public:
   Buffer() noexcept = default;
@@ -34,30 +42,52 @@ class MPSRT_API Buffer {
   /// On the current stream of the current device.
   explicit Buffer(size_t nbytes);
   ~Buffer() { reset(); }
-  Buffer(Buffer&& o) noexcept : block_(o.block_), alloc_(o.alloc_) {
+  Buffer(Buffer&& o) noexcept
+      : block_(o.block_),
+        alloc_(o.alloc_),
+        share_(o.share_.load(std::memory_order_relaxed)),
+        offset_(o.offset_),
+        nbytes_(o.nbytes_) {
     o.block_ = nullptr;
     o.alloc_ = nullptr;
+    o.share_.store(nullptr, std::memory_order_relaxed);
+    o.offset_ = o.nbytes_ = 0;
   }
   Buffer& operator=(Buffer&& o) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
   bool defined() const noexcept { return block_ != nullptr; }
-  /// Bytes requested.
-  size_t nbytes() const noexcept;
+  /// Bytes requested (a view: the bytes of its range).
+  size_t nbytes() const noexcept { return nbytes_; }
+
+  /// A Buffer over bytes [offset, offset + nbytes) of this one (offsets relative to this
+  /// Buffer, so a view of a view stays inside it): the same memory, kept alive until every
+  /// Buffer over it is gone. Costs one allocation the first time an allocation is shared, then
+  /// an atomic increment. Throws std::invalid_argument when the range is not inside
+  /// [0, nbytes()), mpsrt::Error when the Buffer belongs to a parent process. A view of an
+  /// empty Buffer (only [0, 0) is valid) is empty.
+  Buffer view(size_t offset, size_t nbytes) const;
+  /// Bytes from the start of the allocation to this Buffer's first byte (0 unless a view).
+  size_t offset() const noexcept { return offset_; }
+  /// True while another Buffer (a view, or the Buffer this one views) shares the allocation.
+  bool shared() const noexcept;
   int device() const noexcept;
   /// The stream it was allocated on.
   Stream stream() const noexcept;
-  /// A device address unique among live buffers of the device (the host address on cpu).
+  /// The device address of the first byte (the host address on cpu); unique among live
+  /// allocations of the device (a view: the allocation's address + offset()).
   uint64_t address() const noexcept;
   /// Host address of the memory when the device's memory is host-visible, else nullptr.
   void* host_ptr() const noexcept;
-  /// Marks the buffer as used by `stream`: its memory will not be reused on another stream
-  /// until that stream's work encoded so far has completed. Throws std::invalid_argument when
-  /// the stream is on another device.
+  /// Marks the buffer as used by `stream`: its memory (for a view: the whole allocation) will
+  /// not be reused on another stream until that stream's work encoded so far has completed.
+  /// Throws std::invalid_argument when the stream is on another device.
   void record_stream(const Stream& stream);
-  /// Frees now (stream-ordered); the Buffer becomes empty. In a child process forked after the
-  /// Buffer was made, the memory is the parent's: it is left alone and the Buffer empties.
+  /// Frees now (stream-ordered); the Buffer becomes empty. While other Buffers share the
+  /// allocation (views), only this Buffer's hold on it goes; the last one frees. In a child
+  /// process forked after the Buffer was made, the memory is the parent's: it is left alone and
+  /// the Buffer empties.
   void reset() noexcept;
   /// Throws mpsrt::Error when the Buffer belongs to the runtime of a parent process (this
   /// process was forked after it was made). Every operation below checks it.
@@ -82,6 +112,11 @@ class MPSRT_API Buffer {
  private:
   detail::Block* block_ = nullptr;
   detail::CachingAllocator* alloc_ = nullptr;
+  // The count of Buffers over the allocation; null until the first view is made (a Buffer
+  // that was never shared frees without touching it).
+  mutable std::atomic<detail::BufferShare*> share_{nullptr};
+  size_t offset_ = 0;
+  size_t nbytes_ = 0;
 };
 
 /// torch.cuda-style statistics: keys such as "allocated_bytes.all.current",
