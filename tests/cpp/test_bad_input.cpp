@@ -122,15 +122,26 @@ std::vector<Row> rows() {
       "the normal op cannot write uint8");
   add("random_fill-bits-float32", fill_u32(spec(Op::Bits, DType::F32)),
       "the bits op cannot write float32; it writes uint32");
-  add("random_fill-int-float32", fill_u32(spec(Op::IntRange, DType::F32)),
-      "the int op cannot write float32; it writes uint8, int32, int64");
   add("random_fill-bernoulli-uint32", fill_u32(spec(Op::Bernoulli, DType::U32)),
-      "the bernoulli op cannot write uint32");
+      "the bernoulli op cannot write uint32; it writes uint8, int32, int64, float16, bfloat16, "
+      "float32, float64, bool, int8, int16");
+  // Still refused, as torch refuses them (its bernoulli_ has no uint16/uint64 kernel; uniform_
+  // and normal_ are floating-point only).
+  add("random_fill-bernoulli-uint16", fill_u32(spec(Op::Bernoulli, DType::U16)),
+      "the bernoulli op cannot write uint16");
+  add("random_fill-bernoulli-uint64", fill_u32(spec(Op::Bernoulli, DType::U64)),
+      "the bernoulli op cannot write uint64");
+  add("random_fill-uniform-int8", fill_u32(spec(Op::Uniform, DType::I8)),
+      "the uniform op cannot write int8");
+  add("random_fill-normal-int16", fill_u32(spec(Op::Normal, DType::I16)),
+      "the normal op cannot write int16");
+  add("random_fill-bits-uint64", fill_u32(spec(Op::Bits, DType::U64)),
+      "the bits op cannot write uint64; it writes uint32");
   add("random_fill-op-5", fill_u32(spec(static_cast<Op>(5), DType::U32)),
       "[random] random_fill: invalid op 5; expected a RandomSpec::Op");
   add("random_fill-op-255", fill_u32(spec(static_cast<Op>(255), DType::U32)), "invalid op 255");
-  add("random_fill-dtype-9", fill_u32(spec(Op::Bernoulli, static_cast<DType>(9))),
-      "[random] random_fill: invalid dtype 9; expected a RandomSpec::DType");
+  add("random_fill-dtype-13", fill_u32(spec(Op::Bernoulli, static_cast<DType>(13))),
+      "[random] random_fill: invalid dtype 13; expected a RandomSpec::DType");
   add("random_fill-dtype-200", fill_u32(spec(Op::Bits, static_cast<DType>(200))),
       "invalid dtype 200");
 
@@ -172,6 +183,40 @@ std::vector<Row> rows() {
   add("random_fill-int-too-wide-uint8",
       fill_u32(with(Op::IntRange, DType::U8, [](RandomSpec& r) { r.range = 300; })),
       "random_(): [0, 300) does not fit in uint8 ([0, 256))");
+  // IntRange into the dtypes torch's random_ added: each one's bound.
+  add("random_fill-int-float16-2**11+1",
+      fill_u32(with(Op::IntRange, DType::F16, [](RandomSpec& r) { r.range = 2050; })),
+      "random_(): [0, 2050) does not fit in float16 ([-2048, 2049)); a float16 holds the "
+      "integers of that range exactly");
+  add("random_fill-int-bfloat16-below",
+      fill_u32(with(Op::IntRange, DType::BF16, [](RandomSpec& r) { r.low = -257; })),
+      "random_(): [-257, -256) does not fit in bfloat16 ([-256, 257))");
+  add("random_fill-int-float32-2**24+1",
+      fill_u32(with(Op::IntRange, DType::F32, [](RandomSpec& r) { r.low = (1 << 24) + 1; })),
+      "random_(): [16777217, 16777218) does not fit in float32 ([-16777216, 16777217))");
+  add("random_fill-int-float64-2**53+1",
+      fill_u32(
+          with(Op::IntRange, DType::F64, [](RandomSpec& r) { r.range = (uint64_t(1) << 53) + 2; })),
+      "does not fit in float64 ([-9007199254740992, 9007199254740993))");
+  add("random_fill-int-bool-3",
+      fill_u32(with(Op::IntRange, DType::Bool, [](RandomSpec& r) { r.range = 3; })),
+      "random_(): [0, 3) does not fit in bool ([0, 2))");
+  add("random_fill-int-int8-128",
+      fill_u32(with(Op::IntRange, DType::I8, [](RandomSpec& r) { r.range = 129; })),
+      "random_(): [0, 129) does not fit in int8 ([-128, 128))");
+  add("random_fill-int-int16-below",
+      fill_u32(with(Op::IntRange, DType::I16, [](RandomSpec& r) { r.low = -32769; })),
+      "random_(): [-32769, -32768) does not fit in int16 ([-32768, 32768))");
+  add("random_fill-int-uint16-negative",
+      fill_u32(with(Op::IntRange, DType::U16, [](RandomSpec& r) { r.low = -1; })),
+      "random_(): [-1, 0) does not fit in uint16 ([0, 65536))");
+  add("random_fill-int-uint64-2**63",
+      fill_u32(with(Op::IntRange, DType::U64,
+                    [](RandomSpec& r) {
+                      r.low = INT64_MAX;
+                      r.range = 2;
+                    })),
+      "does not fit in uint64 ([0, 9223372036854775808))");
   add("random_fill-int-negative-uint8",
       fill_u32(with(Op::IntRange, DType::U8, [](RandomSpec& r) { r.low = -1; })),
       "random_(): [-1, 0) does not fit in uint8 ([0, 256))");
@@ -521,14 +566,14 @@ TEST_P(BadInputTest, RandomSupportedIsTheRuleTheCoreEnforces) {
   Buffer b(64, s);
   Generator g(0);
   for (int op = 0; op < 7; ++op) {
-    for (int dt = 0; dt < 11; ++dt) {
+    for (int dt = 0; dt < 15; ++dt) {
       SCOPED_TRACE("op " + std::to_string(op) + " dtype " + std::to_string(dt));
       const RandomSpec r = spec(static_cast<Op>(op), static_cast<DType>(dt));
       const bool ok = mpsrt::random_supported(r.op, r.dtype);
       EXPECT_EQ(ok, mpsrt::random_op_name(r.op) != nullptr &&
                         mpsrt::random_dtype_name(r.dtype) != nullptr && (op != 0 || dt == 3) &&
                         ((op != 1 && op != 2) || (dt >= 4 && dt <= 7)) &&
-                        (op != 3 || dt == 0 || dt == 1 || dt == 2) && (op != 4 || dt != 3));
+                        (op != 4 || (dt != 3 && dt != 11 && dt != 12)));
       if (ok) {
         EXPECT_NO_THROW(mpsrt::random_fill(b, 8, r, g, s));
       } else {
