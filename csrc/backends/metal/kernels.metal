@@ -211,6 +211,13 @@ static ulong d_from_u64(ulong u, int scale) {
   return d_round_pack(0, 1086 - lz - scale, u << lz);
 }
 
+// The binary64 value of the two's complement integer v, exact for |v| <= 2^53 (IntRange into
+// float64 writes such integers only).
+static ulong d_from_i64(ulong v) {
+  const bool neg = (v >> 63) != 0;
+  return (neg ? kSign : 0ul) | d_from_u64(neg ? 0ul - v : v, 0);
+}
+
 // The binary64 value of f (exact).
 static ulong d_from_f32(float f) {
   const uint x = as_type<uint>(f);
@@ -486,10 +493,7 @@ static ulong int_value(constant RandomArgs& a, ulong x) {
   const ulong v = (ulong(a.low[0]) | (ulong(a.low[1]) << 32)) + x;
   if (DTYPE == kBool) return v != 0 ? 1 : 0;
   if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(long(v)));
-  if (DTYPE == kF64) {
-    const bool neg = long(v) < 0;
-    return (neg ? kSign : 0ul) | d_from_u64(neg ? 0ul - v : v, 0);
-  }
+  if (DTYPE == kF64) return d_from_i64(v);
   return v;
 }
 
