@@ -21,6 +21,7 @@
 
 #include "core/runtime.h"
 #include "mpsrt/mpsrt.h"
+#include "mpsrt/philox.h"
 
 namespace {
 
@@ -362,6 +363,9 @@ std::vector<Row> rows() {
   add(
       "moved-generator-get_state", [](Ctx& c) { (void)c.moved.get_state(); },
       "the Generator is empty");
+  add(
+      "moved-generator-clone_state", [](Ctx& c) { (void)c.moved.clone_state(); },
+      "[random] the Generator is empty (moved from)");
 
   // ------------------------------------------------------------ device indices
   const std::vector<std::pair<std::string, std::function<void(int)>>> device_calls = {
@@ -697,6 +701,142 @@ TEST_P(NeighbourTest, RefusedFillsAndCopiesWriteNothing) {
 
 std::string name_of(const ::testing::TestParamInfo<std::string>& p) {
   return p.param;
+}
+
+// Issue 16 through the public API on each backend: random_fill on the dtypes torch's random_
+// and bernoulli_ added writes low + w % r as the dtype (exact for floats, != 0 for bool) and
+// the bernoulli 1/0; Generator::clone_state copies the state and then advances on its own.
+TEST_P(BadInputTest, NewDtypesAndCloneStateThroughThePublicApi) {
+  namespace philox = mpsrt::philox;
+  Stream s = mpsrt::default_stream(0);
+  Generator g(0);
+  constexpr uint64_t kSeed = 0x1234abcd5678ULL, kOffset = 7, kN = 301;
+  struct IntCase {
+    DType dt;
+    int64_t low;
+    uint64_t range;
+  };
+  for (const IntCase& c :
+       {IntCase{DType::F16, -2048, 4097}, IntCase{DType::BF16, 0, 257},
+        IntCase{DType::F32, -(int64_t(1) << 24), (uint64_t(1) << 25) + 1},
+        IntCase{DType::F64, 0, (uint64_t(1) << 53) + 1}, IntCase{DType::Bool, 0, 2},
+        IntCase{DType::I8, -128, 256}, IntCase{DType::I16, -5, 11}, IntCase{DType::U16, 0, 65536},
+        IntCase{DType::U64, 0, uint64_t(1) << 63}}) {
+    SCOPED_TRACE(mpsrt::random_dtype_name(c.dt));
+    RandomSpec r = spec(Op::IntRange, c.dt);
+    r.low = c.low;
+    r.range = c.range;
+    Buffer b(kN * 8, s);
+    g.manual_seed(kSeed);
+    g.set_offset(kOffset);
+    mpsrt::random_fill(b, kN, r, g, s);
+    mpsrt::synchronize(0);
+    const bool wide = c.range > (uint64_t(1) << 32);
+    EXPECT_EQ(g.offset(), kOffset + (kN * (wide ? 2 : 1) + 3) / 4);
+    const auto* bytes = static_cast<const uint8_t*>(b.host_ptr());
+    ASSERT_NE(bytes, nullptr);
+    for (uint64_t e = 0; e < kN; ++e) {
+      const uint64_t x = wide ? ((uint64_t(philox::word(kSeed, kOffset, 2 * e + 1)) << 32) |
+                                 philox::word(kSeed, kOffset, 2 * e)) %
+                                    c.range
+                              : philox::word(kSeed, kOffset, e) % c.range;
+      const int64_t v = c.low + static_cast<int64_t>(x);
+      double got = 0;
+      switch (c.dt) {
+        case DType::F16: {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * e, 2);
+          const int ex = (h >> 10) & 0x1f;
+          const double m = ex == 0 ? (h & 0x3ff) * std::ldexp(1.0, -24)
+                                   : std::ldexp(1.0 + (h & 0x3ff) / 1024.0, ex - 15);
+          got = (h & 0x8000) ? -m : m;
+          break;
+        }
+        case DType::BF16: {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * e, 2);
+          const uint32_t w = uint32_t(h) << 16;
+          float f;
+          std::memcpy(&f, &w, 4);
+          got = f;
+          break;
+        }
+        case DType::F32: {
+          float f;
+          std::memcpy(&f, bytes + 4 * e, 4);
+          got = f;
+          break;
+        }
+        case DType::F64:
+          std::memcpy(&got, bytes + 8 * e, 8);
+          break;
+        case DType::Bool:
+          ASSERT_EQ(bytes[e], v != 0 ? 1 : 0) << e;
+          continue;
+        case DType::I8:
+          ASSERT_EQ(static_cast<int8_t>(bytes[e]), v) << e;
+          continue;
+        case DType::I16: {
+          int16_t i;
+          std::memcpy(&i, bytes + 2 * e, 2);
+          ASSERT_EQ(i, v) << e;
+          continue;
+        }
+        case DType::U16: {
+          uint16_t u;
+          std::memcpy(&u, bytes + 2 * e, 2);
+          ASSERT_EQ(u, v) << e;
+          continue;
+        }
+        default: {
+          uint64_t u;
+          std::memcpy(&u, bytes + 8 * e, 8);
+          ASSERT_EQ(u, static_cast<uint64_t>(v)) << e;
+          continue;
+        }
+      }
+      ASSERT_EQ(got, static_cast<double>(v)) << "element " << e;
+    }
+  }
+  // bernoulli_ on int8 / int16: exactly 1 or 0 in each element.
+  for (DType dt : {DType::I8, DType::I16}) {
+    RandomSpec r = spec(Op::Bernoulli, dt);
+    r.p = 0.3;
+    Buffer b(kN * 2, s);
+    g.manual_seed(kSeed);
+    g.set_offset(kOffset);
+    mpsrt::random_fill(b, kN, r, g, s);
+    mpsrt::synchronize(0);
+    const auto* bytes = static_cast<const uint8_t*>(b.host_ptr());
+    const uint64_t t = philox::bernoulli_threshold(0.3);
+    const size_t es = dt == DType::I8 ? 1 : 2;
+    for (uint64_t e = 0; e < kN; ++e) {
+      const uint8_t want = philox::word(kSeed, kOffset, e) < t ? 1 : 0;
+      ASSERT_EQ(bytes[es * e], want) << e;
+      if (es == 2) {
+        ASSERT_EQ(bytes[es * e + 1], 0) << e;
+      }
+    }
+  }
+  // clone_state: same (seed, offset) and numbers, then independent.
+  g.manual_seed(99);
+  g.set_offset(40);
+  Generator c = g.clone_state();
+  EXPECT_EQ(c.device(), g.device());
+  EXPECT_EQ(c.initial_seed(), 99u);
+  EXPECT_EQ(c.offset(), 40u);
+  EXPECT_EQ(c.get_state(), g.get_state());
+  Buffer x(64, s), y(64, s);
+  mpsrt::random_fill(x, 16, spec(Op::Bits, DType::U32), g, s);
+  mpsrt::random_fill(y, 16, spec(Op::Bits, DType::U32), c, s);
+  mpsrt::synchronize(0);
+  EXPECT_EQ(std::memcmp(x.host_ptr(), y.host_ptr(), 64), 0);
+  EXPECT_EQ(g.offset(), 44u);
+  EXPECT_EQ(c.offset(), 44u);
+  c.set_offset(0);
+  c.manual_seed(1);
+  EXPECT_EQ(g.offset(), 44u);
+  EXPECT_EQ(g.initial_seed(), 99u);
 }
 
 INSTANTIATE_TEST_SUITE_P(On, BadInputTest, ::testing::ValuesIn(mpsrt::available_backends()),
