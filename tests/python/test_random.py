@@ -630,3 +630,18 @@ def test_generator_graphsafe_state_is_not_supported() -> None:
     with pytest.raises(NotImplementedError, match="graphsafe_set_state is not supported"):
         g.graphsafe_set_state(g.clone_state())
     assert np.array_equal(st, g.get_state())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8", "bool"])
+def test_default_high_is_torchs(dtype: str) -> None:
+    """random_()'s default range is the one torch draws from: its largest value is reached by
+    torch on a large tensor, and it is mpsrt's (core's) default high - 1."""
+    torch = pytest.importorskip("torch")
+    t = torch.empty(N, dtype=getattr(torch, dtype)).random_(
+        generator=torch.Generator().manual_seed(0)
+    )
+    torch_max = int(t.to(torch.float64).max().item())
+    assert int(t.to(torch.float64).min().item()) == 0
+    assert mpsrt._C._random_int_bounds(dtype)[1] - 1 == torch_max == DEFAULT_HIGH[dtype] - 1
+    x = np.array(_values(mpsrt.empty(N, dtype).random_(generator=_gen(5))), dtype=np.float64)
+    assert x.max() == torch_max and x.min() == 0
