@@ -78,10 +78,25 @@ enum class RandomOp : uint8_t {
   Bits,       ///< raw words (uint32 output only)
   Uniform,    ///< a + (b - a) * u, u uniform in [0, 1)
   Normal,     ///< a + b * z, z standard normal (Box-Muller on word pairs)
-  IntRange,   ///< low + w % range (range <= 2^32: one word; larger: two)
+  IntRange,   ///< low + w % range (range <= 2^32: one word; larger: two); written as the
+              ///< dtype's value of that integer (exact for floats; bool: != 0)
   Bernoulli,  ///< w < threshold ? 1 : 0
 };
-enum class RandomDType : uint8_t { U8, I32, I64, U32, F16, BF16, F32, F64, Bool };
+enum class RandomDType : uint8_t {
+  U8,
+  I32,
+  I64,
+  U32,
+  F16,
+  BF16,
+  F32,
+  F64,
+  Bool,
+  I8,
+  I16,
+  U16,
+  U64
+};
 
 struct RandomParams {
   uint64_t count = 0;  ///< elements to write
@@ -98,7 +113,9 @@ struct RandomParams {
 
 static_assert(static_cast<int>(RandomOp::Bernoulli) ==
                       static_cast<int>(RandomSpec::Op::Bernoulli) &&
-                  static_cast<int>(RandomDType::Bool) == static_cast<int>(RandomSpec::DType::Bool),
+                  static_cast<int>(RandomDType::Bool) ==
+                      static_cast<int>(RandomSpec::DType::Bool) &&
+                  static_cast<int>(RandomDType::U64) == static_cast<int>(RandomSpec::DType::U64),
               "backend::RandomOp/RandomDType mirror RandomSpec::Op/DType value for value");
 
 /// True when the kernels implement op with output dtype: mpsrt::random_supported(), the one
@@ -112,16 +129,20 @@ constexpr bool random_supported(RandomOp op, RandomDType d) noexcept {
 constexpr size_t random_element_size(RandomDType d) noexcept {
   switch (d) {
     case RandomDType::U8:
+    case RandomDType::I8:
     case RandomDType::Bool:
       return 1;
     case RandomDType::F16:
     case RandomDType::BF16:
+    case RandomDType::I16:
+    case RandomDType::U16:
       return 2;
     case RandomDType::I32:
     case RandomDType::U32:
     case RandomDType::F32:
       return 4;
     case RandomDType::I64:
+    case RandomDType::U64:
     case RandomDType::F64:
       break;
   }

@@ -123,10 +123,15 @@ RngState Generator::get_state() const {
 void Generator::set_state(const uint8_t* data, size_t size) {
   live(impl_).set_state(data, size);
 }
+Generator Generator::clone_state() const {
+  const auto [seed, offset] = live(impl_).seed_and_offset();
+  return Generator(std::make_shared<detail::GeneratorImpl>(seed, offset), device_);
+}
 
 const char* random_dtype_name(RandomSpec::DType dtype) noexcept {
   static constexpr const char* kNames[] = {"uint8",    "int32",   "int64",   "uint32", "float16",
-                                           "bfloat16", "float32", "float64", "bool"};
+                                           "bfloat16", "float32", "float64", "bool",   "int8",
+                                           "int16",    "uint16",  "uint64"};
   const auto i = static_cast<size_t>(dtype);
   return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : nullptr;
 }
@@ -142,17 +147,63 @@ namespace {
 using detail::Int128;
 using detail::py_float;
 
-// [min, max) of the integers IntRange can write into an integer dtype.
-std::pair<Int128, Int128> int_bounds(RandomSpec::DType d) noexcept {
+// Binary digits of a floating-point dtype's significand (torch's
+// std::numeric_limits<T>::digits), 0 for the others.
+int float_digits(RandomSpec::DType d) noexcept {
   switch (d) {
-    case RandomSpec::DType::U8:
+    case RandomSpec::DType::F16:
+      return 11;
+    case RandomSpec::DType::BF16:
+      return 8;
+    case RandomSpec::DType::F32:
+      return 24;
+    case RandomSpec::DType::F64:
+      return 53;
+    default:
+      return 0;
+  }
+}
+
+// [min, max) of the integers IntRange can write into dtype d: the dtype's integers; for a
+// floating-point dtype the integers it holds exactly, [-2^digits, 2^digits] (torch warns
+// beyond them and writes rounded values; mpsrt refuses, so every backend writes the same
+// exact values); bool [0, 2); uint64 [0, 2^63) (torch's bound: from and to - 1 are int64).
+std::pair<Int128, Int128> int_bounds(RandomSpec::DType d) noexcept {
+  using D = RandomSpec::DType;
+  if (const int digits = float_digits(d); digits > 0) {
+    return {-(Int128(1) << digits), (Int128(1) << digits) + 1};
+  }
+  switch (d) {
+    case D::Bool:
+      return {0, 2};
+    case D::U8:
       return {0, Int128(1) << 8};
-    case RandomSpec::DType::I32:
+    case D::I8:
+      return {-(Int128(1) << 7), Int128(1) << 7};
+    case D::I16:
+      return {-(Int128(1) << 15), Int128(1) << 15};
+    case D::U16:
+      return {0, Int128(1) << 16};
+    case D::I32:
       return {-(Int128(1) << 31), Int128(1) << 31};
+    case D::U32:
+      return {0, Int128(1) << 32};
+    case D::U64:
+      return {0, Int128(1) << 63};
     default:
       return {-(Int128(1) << 63), Int128(1) << 63};
   }
 }
+
+}  // namespace
+
+RandomIntBounds random_int_bounds(RandomSpec::DType dtype) noexcept {
+  if (random_dtype_name(dtype) == nullptr) return {};
+  const auto [lo, hi] = int_bounds(dtype);
+  return {static_cast<int64_t>(lo), static_cast<uint64_t>(hi)};
+}
+
+namespace {
 
 // The spec's values are acceptable (the rules of random_fill's comment). Cost: a few compares.
 bool spec_ok(const RandomSpec& s) noexcept {
@@ -204,11 +255,11 @@ const char* caller_of(RandomSpec::Op op) noexcept {
     detail::throw_invalid("[random] random_fill: invalid dtype " +
                           std::to_string(static_cast<unsigned>(s.dtype)) +
                           "; expected a RandomSpec::DType (U8, I32, I64, U32, F16, BF16, F32, "
-                          "F64 or Bool)");
+                          "F64, Bool, I8, I16, U16 or U64)");
   }
   if (!random_supported(s.op, s.dtype)) {
     std::string ok;
-    for (uint8_t d = 0; d <= static_cast<uint8_t>(RandomSpec::DType::Bool); ++d) {
+    for (uint8_t d = 0; d <= static_cast<uint8_t>(RandomSpec::DType::U64); ++d) {
       const auto dd = static_cast<RandomSpec::DType>(d);
       if (random_supported(s.op, dd))
         ok += std::string(ok.empty() ? "" : ", ") + random_dtype_name(dd);
@@ -238,9 +289,12 @@ const char* caller_of(RandomSpec::Op op) noexcept {
                               ", high=" + detail::int128_str(hi));
       }
       const auto [dmin, dmax] = int_bounds(s.dtype);
-      detail::throw_invalid(c + "[" + detail::int128_str(lo) + ", " + detail::int128_str(hi) +
-                            ") does not fit in " + dt + " ([" + detail::int128_str(dmin) + ", " +
-                            detail::int128_str(dmax) + "))");
+      detail::throw_invalid(
+          c + "[" + detail::int128_str(lo) + ", " + detail::int128_str(hi) + ") does not fit in " +
+          dt + " ([" + detail::int128_str(dmin) + ", " + detail::int128_str(dmax) + "))" +
+          (float_digits(s.dtype) > 0
+               ? std::string("; a ") + dt + " holds the integers of that range exactly"
+               : std::string()));
     }
     case RandomSpec::Op::Bernoulli:
       finite(s.p, "p");

@@ -14,7 +14,12 @@ uint64_t nondeterministic_seed();
 
 class GeneratorImpl {
  public:
-  explicit GeneratorImpl(uint64_t seed) : seed_(seed) {}
+  explicit GeneratorImpl(uint64_t seed, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
+  /// (seed, offset), read together under the lock.
+  std::pair<uint64_t, uint64_t> seed_and_offset() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {seed_, offset_};
+  }
   void manual_seed(uint64_t seed) {
     std::lock_guard<std::mutex> lock(mu_);
     seed_ = seed;

@@ -1,5 +1,6 @@
 // Bindings: Generator, default generators, random fills of Buffers.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
 #include <cstring>
@@ -67,6 +68,9 @@ void init_random(nb::module_& m) {
       .def("get_offset", &Generator::offset,
            "Philox blocks (128 bits each) used since the seed was set.")
       .def("set_offset", &Generator::set_offset, nb::arg("offset"))
+      .def("clone_state", &Generator::clone_state,
+           "A new Generator on the same device with a copy of this one's state "
+           "(torch.Generator.clone_state()); the two then advance independently.")
       .def(
           "get_state", [](const Generator& g) { return state_array(g.get_state()); },
           "The 44-byte state (torch.mps's layout) as a uint8 numpy array.")
@@ -114,6 +118,19 @@ void init_random(nb::module_& m) {
       nb::arg("op"), nb::arg("dtype"),
       "True when the random op ('bits', 'uniform', 'normal', 'int', 'bernoulli') can write "
       "dtype: mpsrt::random_supported, the rule the core enforces.");
+  m.def(
+      "_random_int_bounds",
+      [](const std::string& dtype) {
+        Spec::DType d;
+        if (!find_dtype(dtype, &d)) {
+          throw nb::value_error(("[random] random numbers cannot be written as " + dtype).c_str());
+        }
+        const RandomIntBounds b = random_int_bounds(d);
+        return std::make_pair(b.min, b.max);
+      },
+      nb::arg("dtype"),
+      "[min, max) of the integers random_ can write into dtype (mpsrt::random_int_bounds); "
+      "max is random_()'s default high.");
 }
 
 }  // namespace mpsrt::python

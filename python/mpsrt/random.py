@@ -24,6 +24,11 @@ RNG_STATE_SIZE = 44
 # low <= high, std >= 0, p in [0, 1], integer ranges that fit the dtype), live in the core
 # (mpsrt::random_fill); this module converts arguments and raises the TypeErrors.
 _supports = _C._random_supported
+_int_bounds = _C._random_int_bounds
+
+
+class _DTypeNotImplementedError(NotImplementedError, TypeError):
+    """An op cannot write a dtype: torch's NotImplementedError, and a TypeError as before."""
 
 
 def _seed_value(seed: Any, caller: str) -> int:
@@ -169,6 +174,33 @@ def _generator_set_offset(self: Generator, offset: int) -> None:
     _native_set_offset(self, offset)
 
 
+def _generator_clone_state(self: Generator) -> Generator:
+    """A new Generator on the same device with a copy of this one's state (seed and offset);
+    the two then advance independently (torch.Generator.clone_state())."""
+    _check_generator(self, "Generator.clone_state")
+    return _native_clone_state(self)
+
+
+def _generator_graphsafe_get_state(self: Generator) -> Generator:
+    """Not supported: mpsrt has no graph capture (torch's CPU generators raise the same)."""
+    raise NotImplementedError(
+        "graphsafe_get_state is not supported in this Generator: mpsrt has no graph capture; "
+        "use clone_state() or get_state()"
+    )
+
+
+def _generator_graphsafe_set_state(self: Generator, state: Generator) -> None:
+    """Not supported: mpsrt has no graph capture (torch's CPU generators raise the same)."""
+    raise NotImplementedError(
+        "graphsafe_set_state is not supported in this Generator: mpsrt has no graph capture; "
+        "use set_state(other.get_state())"
+    )
+
+
+_native_clone_state = Generator.clone_state
+Generator.clone_state = _generator_clone_state
+Generator.graphsafe_get_state = _generator_graphsafe_get_state
+Generator.graphsafe_set_state = _generator_graphsafe_set_state
 Generator.set_state = _generator_set_state
 Generator.manual_seed = _generator_manual_seed
 Generator.set_offset = _generator_set_offset
@@ -220,7 +252,9 @@ def _uniform_(
     """Fills with numbers uniform in [low, high), on the current stream."""
     _check_buffer(self, "uniform_")
     if not _supports("uniform", self.dtype):
-        raise TypeError(f"uniform_() needs a floating-point Buffer, got {self.dtype}")
+        raise _DTypeNotImplementedError(
+            f"uniform_() needs a floating-point Buffer, got {self.dtype}"
+        )
     lo, hi = _float(low, "low", "uniform_"), _float(high, "high", "uniform_")
     return _fill(self, "uniform", generator, "uniform_", a=lo, b=hi)
 
@@ -231,7 +265,9 @@ def _normal_(
     """Fills with normal numbers of the given mean and standard deviation."""
     _check_buffer(self, "normal_")
     if not _supports("normal", self.dtype):
-        raise TypeError(f"normal_() needs a floating-point Buffer, got {self.dtype}")
+        raise _DTypeNotImplementedError(
+            f"normal_() needs a floating-point Buffer, got {self.dtype}"
+        )
     m, s = _float(mean, "mean", "normal_"), _float(std, "std", "normal_")
     return _fill(self, "normal", generator, "normal_", a=m, b=s)
 
@@ -248,13 +284,16 @@ def _int_arg(x: Any, name: str, caller: str) -> int:
 def _random_(
     self: Buffer, low: int = 0, high: int | None = None, generator: Generator | None = None
 ) -> Buffer:
-    """Fills with integers uniform in [low, high) (default high: the dtype's limit)."""
+    """Fills with integers uniform in [low, high), written as the Buffer's dtype (every dtype:
+    integers, floats and bool, as torch's Tensor.random_). The default high is torch's
+    random_() range: the dtype's maximum + 1 for integers, 2**digits + 1 for floats (every
+    integer the dtype holds exactly), 2 for bool."""
     _check_buffer(self, "random_")
     if not _supports("int", self.dtype):
-        raise TypeError(f"random_() writes uint8, int32 or int64 Buffers, got {self.dtype}")
-    bits = 8 * self.itemsize
+        raise _DTypeNotImplementedError(f"random_() cannot write {self.dtype}")
+    dmin, dmax = _int_bounds(self.dtype)
     lo = _int_arg(low, "low", "random_")
-    hi = (1 << (bits if self.dtype == "uint8" else bits - 1)) if high is None else high
+    hi = dmax if high is None else high
     hi = _int_arg(hi, "high", "random_")
     if not (hi < lo or lo < -(1 << 63) or lo >= (1 << 63) or hi - lo >= (1 << 64)):
         # The core checks the range (non-empty, within the dtype).
@@ -262,8 +301,6 @@ def _random_(
     # Values the C++ API cannot carry (int64 low, uint64 range): refused here in its words.
     if hi < lo:
         raise ValueError(f"random_(): expected low < high, got low={lo}, high={hi}")
-    dmin = 0 if self.dtype == "uint8" else -(1 << (bits - 1))
-    dmax = (1 << bits) + dmin
     if lo < dmin or hi > dmax:
         raise ValueError(f"random_(): [{lo}, {hi}) does not fit in {self.dtype} ([{dmin}, {dmax}))")
     raise ValueError(f"random_(): [{lo}, {hi}) has 2**64 values; at most 2**64 - 1 are supported")
@@ -273,7 +310,7 @@ def _bernoulli_(self: Buffer, p: float = 0.5, generator: Generator | None = None
     """Fills with 1 with probability p, else 0."""
     _check_buffer(self, "bernoulli_")
     if not _supports("bernoulli", self.dtype):
-        raise TypeError(f"bernoulli_() cannot write {self.dtype}")
+        raise _DTypeNotImplementedError(f"bernoulli_() cannot write {self.dtype}")
     pv = _float(p, "p", "bernoulli_")
     return _fill(self, "bernoulli", generator, "bernoulli_", p=pv)
 
@@ -336,7 +373,8 @@ def randint(
     device: DeviceLike = None,
     stream: Any = None,
 ) -> Buffer:
-    """Integers uniform in [low, high); randint(high, size) draws from [0, high)."""
+    """Integers uniform in [low, high); randint(high, size) draws from [0, high). dtype: any
+    (integers, floats, bool), as torch.randint."""
     if size is None:
         if isinstance(high, (tuple, list)):
             low, high, size = 0, low, high

@@ -21,6 +21,7 @@
 
 #include "core/runtime.h"
 #include "mpsrt/mpsrt.h"
+#include "mpsrt/philox.h"
 
 namespace {
 
@@ -122,15 +123,26 @@ std::vector<Row> rows() {
       "the normal op cannot write uint8");
   add("random_fill-bits-float32", fill_u32(spec(Op::Bits, DType::F32)),
       "the bits op cannot write float32; it writes uint32");
-  add("random_fill-int-float32", fill_u32(spec(Op::IntRange, DType::F32)),
-      "the int op cannot write float32; it writes uint8, int32, int64");
   add("random_fill-bernoulli-uint32", fill_u32(spec(Op::Bernoulli, DType::U32)),
-      "the bernoulli op cannot write uint32");
+      "the bernoulli op cannot write uint32; it writes uint8, int32, int64, float16, bfloat16, "
+      "float32, float64, bool, int8, int16");
+  // Still refused, as torch refuses them (its bernoulli_ has no uint16/uint64 kernel; uniform_
+  // and normal_ are floating-point only).
+  add("random_fill-bernoulli-uint16", fill_u32(spec(Op::Bernoulli, DType::U16)),
+      "the bernoulli op cannot write uint16");
+  add("random_fill-bernoulli-uint64", fill_u32(spec(Op::Bernoulli, DType::U64)),
+      "the bernoulli op cannot write uint64");
+  add("random_fill-uniform-int8", fill_u32(spec(Op::Uniform, DType::I8)),
+      "the uniform op cannot write int8");
+  add("random_fill-normal-int16", fill_u32(spec(Op::Normal, DType::I16)),
+      "the normal op cannot write int16");
+  add("random_fill-bits-uint64", fill_u32(spec(Op::Bits, DType::U64)),
+      "the bits op cannot write uint64; it writes uint32");
   add("random_fill-op-5", fill_u32(spec(static_cast<Op>(5), DType::U32)),
       "[random] random_fill: invalid op 5; expected a RandomSpec::Op");
   add("random_fill-op-255", fill_u32(spec(static_cast<Op>(255), DType::U32)), "invalid op 255");
-  add("random_fill-dtype-9", fill_u32(spec(Op::Bernoulli, static_cast<DType>(9))),
-      "[random] random_fill: invalid dtype 9; expected a RandomSpec::DType");
+  add("random_fill-dtype-13", fill_u32(spec(Op::Bernoulli, static_cast<DType>(13))),
+      "[random] random_fill: invalid dtype 13; expected a RandomSpec::DType");
   add("random_fill-dtype-200", fill_u32(spec(Op::Bits, static_cast<DType>(200))),
       "invalid dtype 200");
 
@@ -172,6 +184,40 @@ std::vector<Row> rows() {
   add("random_fill-int-too-wide-uint8",
       fill_u32(with(Op::IntRange, DType::U8, [](RandomSpec& r) { r.range = 300; })),
       "random_(): [0, 300) does not fit in uint8 ([0, 256))");
+  // IntRange into the dtypes torch's random_ added: each one's bound.
+  add("random_fill-int-float16-2**11+1",
+      fill_u32(with(Op::IntRange, DType::F16, [](RandomSpec& r) { r.range = 2050; })),
+      "random_(): [0, 2050) does not fit in float16 ([-2048, 2049)); a float16 holds the "
+      "integers of that range exactly");
+  add("random_fill-int-bfloat16-below",
+      fill_u32(with(Op::IntRange, DType::BF16, [](RandomSpec& r) { r.low = -257; })),
+      "random_(): [-257, -256) does not fit in bfloat16 ([-256, 257))");
+  add("random_fill-int-float32-2**24+1",
+      fill_u32(with(Op::IntRange, DType::F32, [](RandomSpec& r) { r.low = (1 << 24) + 1; })),
+      "random_(): [16777217, 16777218) does not fit in float32 ([-16777216, 16777217))");
+  add("random_fill-int-float64-2**53+1",
+      fill_u32(
+          with(Op::IntRange, DType::F64, [](RandomSpec& r) { r.range = (uint64_t(1) << 53) + 2; })),
+      "does not fit in float64 ([-9007199254740992, 9007199254740993))");
+  add("random_fill-int-bool-3",
+      fill_u32(with(Op::IntRange, DType::Bool, [](RandomSpec& r) { r.range = 3; })),
+      "random_(): [0, 3) does not fit in bool ([0, 2))");
+  add("random_fill-int-int8-128",
+      fill_u32(with(Op::IntRange, DType::I8, [](RandomSpec& r) { r.range = 129; })),
+      "random_(): [0, 129) does not fit in int8 ([-128, 128))");
+  add("random_fill-int-int16-below",
+      fill_u32(with(Op::IntRange, DType::I16, [](RandomSpec& r) { r.low = -32769; })),
+      "random_(): [-32769, -32768) does not fit in int16 ([-32768, 32768))");
+  add("random_fill-int-uint16-negative",
+      fill_u32(with(Op::IntRange, DType::U16, [](RandomSpec& r) { r.low = -1; })),
+      "random_(): [-1, 0) does not fit in uint16 ([0, 65536))");
+  add("random_fill-int-uint64-2**63",
+      fill_u32(with(Op::IntRange, DType::U64,
+                    [](RandomSpec& r) {
+                      r.low = INT64_MAX;
+                      r.range = 2;
+                    })),
+      "does not fit in uint64 ([0, 9223372036854775808))");
   add("random_fill-int-negative-uint8",
       fill_u32(with(Op::IntRange, DType::U8, [](RandomSpec& r) { r.low = -1; })),
       "random_(): [-1, 0) does not fit in uint8 ([0, 256))");
@@ -359,6 +405,9 @@ std::vector<Row> rows() {
   add(
       "moved-generator-get_state", [](Ctx& c) { (void)c.moved.get_state(); },
       "the Generator is empty");
+  add(
+      "moved-generator-clone_state", [](Ctx& c) { (void)c.moved.clone_state(); },
+      "[random] the Generator is empty (moved from)");
 
   // ------------------------------------------------------------ device indices
   const std::vector<std::pair<std::string, std::function<void(int)>>> device_calls = {
@@ -588,14 +637,14 @@ TEST_P(BadInputTest, RandomSupportedIsTheRuleTheCoreEnforces) {
   Buffer b(64, s);
   Generator g(0);
   for (int op = 0; op < 7; ++op) {
-    for (int dt = 0; dt < 11; ++dt) {
+    for (int dt = 0; dt < 15; ++dt) {
       SCOPED_TRACE("op " + std::to_string(op) + " dtype " + std::to_string(dt));
       const RandomSpec r = spec(static_cast<Op>(op), static_cast<DType>(dt));
       const bool ok = mpsrt::random_supported(r.op, r.dtype);
       EXPECT_EQ(ok, mpsrt::random_op_name(r.op) != nullptr &&
                         mpsrt::random_dtype_name(r.dtype) != nullptr && (op != 0 || dt == 3) &&
                         ((op != 1 && op != 2) || (dt >= 4 && dt <= 7)) &&
-                        (op != 3 || dt == 0 || dt == 1 || dt == 2) && (op != 4 || dt != 3));
+                        (op != 4 || (dt != 3 && dt != 11 && dt != 12)));
       if (ok) {
         EXPECT_NO_THROW(mpsrt::random_fill(b, 8, r, g, s));
       } else {
@@ -719,6 +768,142 @@ TEST_P(NeighbourTest, RefusedFillsAndCopiesWriteNothing) {
 
 std::string name_of(const ::testing::TestParamInfo<std::string>& p) {
   return p.param;
+}
+
+// Issue 16 through the public API on each backend: random_fill on the dtypes torch's random_
+// and bernoulli_ added writes low + w % r as the dtype (exact for floats, != 0 for bool) and
+// the bernoulli 1/0; Generator::clone_state copies the state and then advances on its own.
+TEST_P(BadInputTest, NewDtypesAndCloneStateThroughThePublicApi) {
+  namespace philox = mpsrt::philox;
+  Stream s = mpsrt::default_stream(0);
+  Generator g(0);
+  constexpr uint64_t kSeed = 0x1234abcd5678ULL, kOffset = 7, kN = 301;
+  struct IntCase {
+    DType dt;
+    int64_t low;
+    uint64_t range;
+  };
+  for (const IntCase& c :
+       {IntCase{DType::F16, -2048, 4097}, IntCase{DType::BF16, 0, 257},
+        IntCase{DType::F32, -(int64_t(1) << 24), (uint64_t(1) << 25) + 1},
+        IntCase{DType::F64, 0, (uint64_t(1) << 53) + 1}, IntCase{DType::Bool, 0, 2},
+        IntCase{DType::I8, -128, 256}, IntCase{DType::I16, -5, 11}, IntCase{DType::U16, 0, 65536},
+        IntCase{DType::U64, 0, uint64_t(1) << 63}}) {
+    SCOPED_TRACE(mpsrt::random_dtype_name(c.dt));
+    RandomSpec r = spec(Op::IntRange, c.dt);
+    r.low = c.low;
+    r.range = c.range;
+    Buffer b(kN * 8, s);
+    g.manual_seed(kSeed);
+    g.set_offset(kOffset);
+    mpsrt::random_fill(b, kN, r, g, s);
+    mpsrt::synchronize(0);
+    const bool wide = c.range > (uint64_t(1) << 32);
+    EXPECT_EQ(g.offset(), kOffset + (kN * (wide ? 2 : 1) + 3) / 4);
+    const auto* bytes = static_cast<const uint8_t*>(b.host_ptr());
+    ASSERT_NE(bytes, nullptr);
+    for (uint64_t e = 0; e < kN; ++e) {
+      const uint64_t x = wide ? ((uint64_t(philox::word(kSeed, kOffset, 2 * e + 1)) << 32) |
+                                 philox::word(kSeed, kOffset, 2 * e)) %
+                                    c.range
+                              : philox::word(kSeed, kOffset, e) % c.range;
+      const int64_t v = c.low + static_cast<int64_t>(x);
+      double got = 0;
+      switch (c.dt) {
+        case DType::F16: {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * e, 2);
+          const int ex = (h >> 10) & 0x1f;
+          const double m = ex == 0 ? (h & 0x3ff) * std::ldexp(1.0, -24)
+                                   : std::ldexp(1.0 + (h & 0x3ff) / 1024.0, ex - 15);
+          got = (h & 0x8000) ? -m : m;
+          break;
+        }
+        case DType::BF16: {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * e, 2);
+          const uint32_t w = uint32_t(h) << 16;
+          float f;
+          std::memcpy(&f, &w, 4);
+          got = f;
+          break;
+        }
+        case DType::F32: {
+          float f;
+          std::memcpy(&f, bytes + 4 * e, 4);
+          got = f;
+          break;
+        }
+        case DType::F64:
+          std::memcpy(&got, bytes + 8 * e, 8);
+          break;
+        case DType::Bool:
+          ASSERT_EQ(bytes[e], v != 0 ? 1 : 0) << e;
+          continue;
+        case DType::I8:
+          ASSERT_EQ(static_cast<int8_t>(bytes[e]), v) << e;
+          continue;
+        case DType::I16: {
+          int16_t i;
+          std::memcpy(&i, bytes + 2 * e, 2);
+          ASSERT_EQ(i, v) << e;
+          continue;
+        }
+        case DType::U16: {
+          uint16_t u;
+          std::memcpy(&u, bytes + 2 * e, 2);
+          ASSERT_EQ(u, v) << e;
+          continue;
+        }
+        default: {
+          uint64_t u;
+          std::memcpy(&u, bytes + 8 * e, 8);
+          ASSERT_EQ(u, static_cast<uint64_t>(v)) << e;
+          continue;
+        }
+      }
+      ASSERT_EQ(got, static_cast<double>(v)) << "element " << e;
+    }
+  }
+  // bernoulli_ on int8 / int16: exactly 1 or 0 in each element.
+  for (DType dt : {DType::I8, DType::I16}) {
+    RandomSpec r = spec(Op::Bernoulli, dt);
+    r.p = 0.3;
+    Buffer b(kN * 2, s);
+    g.manual_seed(kSeed);
+    g.set_offset(kOffset);
+    mpsrt::random_fill(b, kN, r, g, s);
+    mpsrt::synchronize(0);
+    const auto* bytes = static_cast<const uint8_t*>(b.host_ptr());
+    const uint64_t t = philox::bernoulli_threshold(0.3);
+    const size_t es = dt == DType::I8 ? 1 : 2;
+    for (uint64_t e = 0; e < kN; ++e) {
+      const uint8_t want = philox::word(kSeed, kOffset, e) < t ? 1 : 0;
+      ASSERT_EQ(bytes[es * e], want) << e;
+      if (es == 2) {
+        ASSERT_EQ(bytes[es * e + 1], 0) << e;
+      }
+    }
+  }
+  // clone_state: same (seed, offset) and numbers, then independent.
+  g.manual_seed(99);
+  g.set_offset(40);
+  Generator c = g.clone_state();
+  EXPECT_EQ(c.device(), g.device());
+  EXPECT_EQ(c.initial_seed(), 99u);
+  EXPECT_EQ(c.offset(), 40u);
+  EXPECT_EQ(c.get_state(), g.get_state());
+  Buffer x(64, s), y(64, s);
+  mpsrt::random_fill(x, 16, spec(Op::Bits, DType::U32), g, s);
+  mpsrt::random_fill(y, 16, spec(Op::Bits, DType::U32), c, s);
+  mpsrt::synchronize(0);
+  EXPECT_EQ(std::memcmp(x.host_ptr(), y.host_ptr(), 64), 0);
+  EXPECT_EQ(g.offset(), 44u);
+  EXPECT_EQ(c.offset(), 44u);
+  c.set_offset(0);
+  c.manual_seed(1);
+  EXPECT_EQ(g.offset(), 44u);
+  EXPECT_EQ(g.initial_seed(), 99u);
 }
 
 INSTANTIATE_TEST_SUITE_P(On, BadInputTest, ::testing::ValuesIn(mpsrt::available_backends()),

@@ -84,6 +84,14 @@ const char* dtype_name(RandomDType d) {
       return "f64";
     case RandomDType::Bool:
       return "bool";
+    case RandomDType::I8:
+      return "i8";
+    case RandomDType::I16:
+      return "i16";
+    case RandomDType::U16:
+      return "u16";
+    case RandomDType::U64:
+      return "u64";
   }
   return "?";
 }
@@ -228,6 +236,26 @@ uint64_t spec_element(const RandomParams& p, SpecWords& w, uint64_t e) {
                              ? w(e) % p.range
                              : ((static_cast<uint64_t>(w(2 * e + 1)) << 32) | w(2 * e)) % p.range;
       const uint64_t v = static_cast<uint64_t>(p.low) + r;
+      // The integer low + r written as the dtype: floats hold it exactly (|v| <= 2^digits).
+      const auto iv = static_cast<int64_t>(v);
+      switch (p.dtype) {
+        case RandomDType::Bool:
+          return v != 0 ? 1 : 0;
+        case RandomDType::F16:
+          return ref_f16(static_cast<float>(iv));
+        case RandomDType::BF16:
+          return ref_bf16(static_cast<float>(iv));
+        case RandomDType::F32:
+          return f32_to_bits(static_cast<float>(iv));
+        case RandomDType::F64: {
+          const double d = static_cast<double>(iv);
+          uint64_t x;
+          std::memcpy(&x, &d, 8);
+          return x;
+        }
+        default:
+          break;
+      }
       const size_t s = elem_size(p.dtype);
       return s == 8 ? v : v & ((uint64_t(1) << (8 * s)) - 1);
     }
@@ -371,8 +399,31 @@ std::vector<RandomParams> all_cases() {
   add(RandomOp::IntRange, RandomDType::I64, ir(-5, (uint64_t(1) << 32) + 1));  // two words
   add(RandomOp::IntRange, RandomDType::I64, ir(INT64_MIN, ~uint64_t(0)));
   add(RandomOp::IntRange, RandomDType::I32, ir(7, uint64_t(3) << 40));  // two words, wraps
-  for (RandomDType dt : {RandomDType::U8, RandomDType::Bool, RandomDType::F16, RandomDType::BF16,
-                         RandomDType::F32, RandomDType::F64, RandomDType::I32, RandomDType::I64}) {
+  // torch's random_ on every dtype: the default ranges ([0, 2^digits] for floats, [0, max]
+  // for integers, [0, 2) for bool) and signed ranges; float64's default takes two words.
+  add(RandomOp::IntRange, RandomDType::I8, ir(0, 128));
+  add(RandomOp::IntRange, RandomDType::I8, ir(-128, 256));
+  add(RandomOp::IntRange, RandomDType::I16, ir(0, 32768));
+  add(RandomOp::IntRange, RandomDType::I16, ir(-300, 601));
+  add(RandomOp::IntRange, RandomDType::U16, ir(0, 65536));
+  add(RandomOp::IntRange, RandomDType::U32, ir(0, uint64_t(1) << 32));
+  add(RandomOp::IntRange, RandomDType::U32, ir(5, (uint64_t(1) << 32) - 5));
+  add(RandomOp::IntRange, RandomDType::U64, ir(0, uint64_t(1) << 63));  // two words
+  add(RandomOp::IntRange, RandomDType::Bool, ir(0, 2));
+  add(RandomOp::IntRange, RandomDType::Bool, ir(1, 1));
+  add(RandomOp::IntRange, RandomDType::F16, ir(0, 2049));
+  add(RandomOp::IntRange, RandomDType::F16, ir(-2048, 4097));
+  add(RandomOp::IntRange, RandomDType::BF16, ir(0, 257));
+  add(RandomOp::IntRange, RandomDType::BF16, ir(-256, 513));
+  add(RandomOp::IntRange, RandomDType::F32, ir(0, (uint64_t(1) << 24) + 1));
+  add(RandomOp::IntRange, RandomDType::F32, ir(-(int64_t(1) << 24), (uint64_t(1) << 25) + 1));
+  add(RandomOp::IntRange, RandomDType::F32, ir(-7, 20));
+  add(RandomOp::IntRange, RandomDType::F64, ir(0, (uint64_t(1) << 53) + 1));  // two words
+  add(RandomOp::IntRange, RandomDType::F64, ir(-(int64_t(1) << 53), (uint64_t(1) << 54) + 1));
+  add(RandomOp::IntRange, RandomDType::F64, ir(-1000, 3000));
+  for (RandomDType dt :
+       {RandomDType::U8, RandomDType::Bool, RandomDType::F16, RandomDType::BF16, RandomDType::F32,
+        RandomDType::F64, RandomDType::I32, RandomDType::I64, RandomDType::I8, RandomDType::I16}) {
     add(RandomOp::Bernoulli, dt,
         [](RandomParams& p) { p.threshold = philox::bernoulli_threshold(0.3); });
   }
@@ -543,8 +594,21 @@ TEST(RandomKernelPhilox, SupportedCombinations) {
   EXPECT_FALSE(random_supported(RandomOp::Uniform, RandomDType::I32));
   EXPECT_TRUE(random_supported(RandomOp::Normal, RandomDType::F64));
   EXPECT_TRUE(random_supported(RandomOp::IntRange, RandomDType::I64));
-  EXPECT_FALSE(random_supported(RandomOp::IntRange, RandomDType::F32));
   EXPECT_TRUE(random_supported(RandomOp::Bernoulli, RandomDType::Bool));
+  // torch's rules: random_ / randint on every dtype; bernoulli_ on all but uint16/32/64.
+  for (RandomDType dt :
+       {RandomDType::U8, RandomDType::I32, RandomDType::I64, RandomDType::U32, RandomDType::F16,
+        RandomDType::BF16, RandomDType::F32, RandomDType::F64, RandomDType::Bool, RandomDType::I8,
+        RandomDType::I16, RandomDType::U16, RandomDType::U64}) {
+    EXPECT_TRUE(random_supported(RandomOp::IntRange, dt)) << dtype_name(dt);
+    const bool wide_unsigned =
+        dt == RandomDType::U16 || dt == RandomDType::U32 || dt == RandomDType::U64;
+    EXPECT_EQ(random_supported(RandomOp::Bernoulli, dt), !wide_unsigned) << dtype_name(dt);
+  }
+  EXPECT_FALSE(random_supported(RandomOp::Uniform, RandomDType::I8));
+  EXPECT_FALSE(random_supported(RandomOp::Normal, RandomDType::U64));
+  EXPECT_FALSE(random_supported(RandomOp::Bits, RandomDType::U64));
+  EXPECT_FALSE(random_supported(RandomOp::IntRange, static_cast<RandomDType>(13)));
   for (const RandomParams& p : all_cases()) {
     EXPECT_TRUE(random_supported(p.op, p.dtype)) << describe(p);
   }
@@ -810,7 +874,8 @@ TEST_P(RandomKernelTable, UnsupportedCombinationsWriteNothing) {
     p.op = op;
     for (RandomDType dt :
          {RandomDType::U8, RandomDType::I32, RandomDType::I64, RandomDType::U32, RandomDType::F16,
-          RandomDType::BF16, RandomDType::F32, RandomDType::F64, RandomDType::Bool}) {
+          RandomDType::BF16, RandomDType::F32, RandomDType::F64, RandomDType::Bool, RandomDType::I8,
+          RandomDType::I16, RandomDType::U16, RandomDType::U64}) {
       if (mpsrt::cpu::random_supported(op, dt)) continue;
       p.dtype = dt;
       Dest d(100, 8);

@@ -28,7 +28,8 @@ using mb::RandomParams;
 constexpr auto element_size = mb::random_element_size;
 
 const char* dtype_name(RandomDType d) {
-  static const char* names[] = {"u8", "i32", "i64", "u32", "f16", "bf16", "f32", "f64", "bool"};
+  static const char* names[] = {"u8",  "i32",  "i64", "u32", "f16", "bf16", "f32",
+                                "f64", "bool", "i8",  "i16", "u16", "u64"};
   return names[static_cast<int>(d)];
 }
 
@@ -120,8 +121,37 @@ std::vector<Case> all_cases() {
     c.range = ~uint64_t(0);
     out.push_back(c);
   }
-  for (RandomDType d : {RandomDType::U8, RandomDType::Bool, RandomDType::I32, RandomDType::I64,
-                        RandomDType::F16, RandomDType::BF16, RandomDType::F32, RandomDType::F64}) {
+  // torch's random_ on every dtype: default and signed ranges, one and two words per value.
+  struct IntCase {
+    RandomDType d;
+    int64_t low;
+    uint64_t range;
+  };
+  for (const IntCase& ic : std::initializer_list<IntCase>{
+           {RandomDType::I8, 0, 128},
+           {RandomDType::I8, -128, 256},
+           {RandomDType::I16, -300, 601},
+           {RandomDType::I16, 0, 32768},
+           {RandomDType::U16, 0, 65536},
+           {RandomDType::U32, 0, uint64_t(1) << 32},
+           {RandomDType::U64, 0, uint64_t(1) << 63},
+           {RandomDType::Bool, 0, 2},
+           {RandomDType::F16, -2048, 4097},
+           {RandomDType::F16, 0, 2049},
+           {RandomDType::BF16, -256, 513},
+           {RandomDType::F32, -(int64_t(1) << 24), (uint64_t(1) << 25) + 1},
+           {RandomDType::F32, -7, 20},
+           {RandomDType::F64, 0, (uint64_t(1) << 53) + 1},
+           {RandomDType::F64, -(int64_t(1) << 53), (uint64_t(1) << 54) + 1},
+           {RandomDType::F64, -1000, 3000}}) {
+    Case c{RandomOp::IntRange, ic.d};
+    c.low = ic.low;
+    c.range = ic.range;
+    out.push_back(c);
+  }
+  for (RandomDType d :
+       {RandomDType::U8, RandomDType::Bool, RandomDType::I32, RandomDType::I64, RandomDType::F16,
+        RandomDType::BF16, RandomDType::F32, RandomDType::F64, RandomDType::I8, RandomDType::I16}) {
     for (uint64_t t : {uint64_t(0), uint64_t(1) << 31, uint64_t(1) << 32, uint64_t(123456789)}) {
       Case c{RandomOp::Bernoulli, d};
       c.threshold = t;

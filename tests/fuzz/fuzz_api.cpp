@@ -150,12 +150,16 @@ size_t element_size(mpsrt::RandomSpec::DType d) {
   using D = mpsrt::RandomSpec::DType;
   switch (d) {
     case D::U8:
+    case D::I8:
     case D::Bool:
       return 1;
     case D::F16:
     case D::BF16:
+    case D::I16:
+    case D::U16:
       return 2;
     case D::I64:
+    case D::U64:
     case D::F64:
       return 8;
     default:
@@ -274,7 +278,7 @@ void step(State& st, FuzzedDataProvider& in) {
       if (well_formed) {
         spec.op = static_cast<mpsrt::RandomSpec::Op>(in.ConsumeIntegralInRange<uint8_t>(0, 4));
         std::vector<mpsrt::RandomSpec::DType> ok;
-        for (uint8_t d = 0; d <= 8; ++d) {
+        for (uint8_t d = 0; d <= 12; ++d) {
           const auto dt = static_cast<mpsrt::RandomSpec::DType>(d);
           if (mpsrt::random_supported(spec.op, dt)) ok.push_back(dt);
         }
@@ -287,7 +291,7 @@ void step(State& st, FuzzedDataProvider& in) {
                              : in.ConsumeIntegralInRange<uint8_t>(0, 4));
         spec.dtype = static_cast<mpsrt::RandomSpec::DType>(
             in.ConsumeBool() ? in.ConsumeIntegral<uint8_t>()
-                             : in.ConsumeIntegralInRange<uint8_t>(0, 8));
+                             : in.ConsumeIntegralInRange<uint8_t>(0, 12));
         spec.a = pick_double(in);
         spec.b = pick_double(in);
         spec.low = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>()

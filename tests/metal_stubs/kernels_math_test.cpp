@@ -112,6 +112,13 @@ int main() {
     if (!(std::isnan(x * y) && d_isnan(m)) && m != to_b(x * y)) report("mul", x, y);
     if (!(std::isnan(x + y) && d_isnan(s)) && s != to_b(x + y)) report("add", x, y);
   }
+  // Every small integer, zero and the ends of the float64 range IntRange may write.
+  for (int64_t k = -5000; k <= 5000; ++k) {
+    if (d_from_i64(static_cast<ulong>(k)) != to_b(static_cast<double>(k))) report("i64", k, 0);
+  }
+  for (int64_t k : {int64_t(1) << 53, -(int64_t(1) << 53), (int64_t(1) << 53) - 1}) {
+    if (d_from_i64(static_cast<ulong>(k)) != to_b(static_cast<double>(k))) report("i64", k, 0);
+  }
   std::mt19937 g32(2);
   for (int i = 0; i < 1000000; ++i) {
     const uint w = g32();
@@ -121,6 +128,11 @@ int main() {
     const ulong u = g() >> 11;
     if (d_from_u64(u, 53) != to_b(static_cast<double>(u) * 1.1102230246251565e-16)) {
       report("u53", static_cast<double>(u), 0);
+    }
+    // IntRange into float64: integers of [-2^53, 2^53], exactly.
+    const auto iv = static_cast<int64_t>(g() % ((ulong(1) << 54) + 1)) - (int64_t(1) << 53);
+    if (d_from_i64(static_cast<ulong>(iv)) != to_b(static_cast<double>(iv))) {
+      report("i64->f64", static_cast<double>(iv), 0);
     }
     const float u1 = static_cast<float>((w >> 8) + 1u) * 5.9604644775390625e-08f;
     if (ff_log(u1).hi != static_cast<float>(std::log(static_cast<double>(u1))))

@@ -322,3 +322,326 @@ def test_torch_byte_tensor_state() -> None:
     assert np.array_equal(a, mpsrt.rand(10).numpy())
     with pytest.raises(TypeError, match="uint8"):
         mpsrt.set_rng_state(st.to(torch.int32))
+
+
+# =========================================================================== issue 16: random
+# numbers on every dtype torch allows, Generator.clone_state. Each exact test computes the
+# expected values from the Philox words (randomgen) with the mapping of README's "Random
+# numbers" section, so it checks every backend bit for bit.
+
+ALL_DTYPES = [
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+]
+FLOAT_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+# torch.Tensor.random_()'s range [0, high) per dtype (DistributionTemplates.h: floats
+# [0, 2**digits], integers [0, max], bool [0, 1]).
+DEFAULT_HIGH = {
+    "bool": 2,
+    "uint8": 2**8,
+    "int8": 2**7,
+    "int16": 2**15,
+    "int32": 2**31,
+    "int64": 2**63,
+    "uint16": 2**16,
+    "uint32": 2**32,
+    "uint64": 2**63,
+    **{d: 2**k + 1 for d, k in FLOAT_DIGITS.items()},
+}
+
+
+def _words(seed: int, offset: int, n: int) -> np.ndarray:
+    return _randomgen(seed, offset).random_raw(n).astype(np.uint64)
+
+
+def _ref_ints(seed: int, offset: int, n: int, low: int, high: int) -> list[int]:
+    """low + w % r (r <= 2**32, one word each) or low + ((hi << 32) | lo) % r (two words)."""
+    r = high - low
+    if r <= 2**32:
+        x = [int(w) % r for w in _words(seed, offset, n)]
+    else:
+        w = _words(seed, offset, 2 * n)
+        x = [((int(hi) << 32) | int(lo)) % r for lo, hi in zip(w[0::2], w[1::2])]
+    return [low + v for v in x]
+
+
+def _values(b: mpsrt.Buffer) -> list:
+    """The Buffer's elements as Python numbers (bool as 0/1, bfloat16 through its bits)."""
+    if b.dtype == "bfloat16":
+        return _host_float(b).tolist()
+    if b.dtype == "bool":
+        return b.numpy().astype(np.int64).tolist()
+    return b.numpy().tolist()
+
+
+def _torch_accepts(op: str, dtype: str) -> bool:
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(4, dtype=getattr(torch, dtype))
+    calls = {
+        "int": lambda: t.random_(0, 2),
+        "bernoulli": lambda: t.bernoulli_(0.5),
+        "uniform": lambda: t.uniform_(),
+        "normal": lambda: t.normal_(),
+    }
+    try:
+        calls[op]()
+    except (NotImplementedError, RuntimeError, TypeError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("op", ["int", "bernoulli", "uniform", "normal"])
+def test_dtype_rules_are_torchs(op: str, dtype: str) -> None:
+    """mpsrt::random_supported (the core's one rule) accepts exactly what torch accepts, and a
+    refused dtype raises torch's NotImplementedError (still a TypeError, as before)."""
+    ok = _torch_accepts(op, dtype)
+    assert mpsrt._C._random_supported(op, dtype) == ok
+    b = mpsrt.empty(8, dtype)
+    call = {
+        "int": lambda: b.random_(0, 2, generator=_gen(1)),
+        "bernoulli": lambda: b.bernoulli_(0.5, generator=_gen(1)),
+        "uniform": lambda: b.uniform_(generator=_gen(1)),
+        "normal": lambda: b.normal_(generator=_gen(1)),
+    }[op]
+    if ok:
+        assert call() is b
+    else:
+        before = mpsrt.get_rng_state()
+        with pytest.raises(NotImplementedError, match=f"write {dtype}|got {dtype}"):
+            call()
+        with pytest.raises(TypeError):
+            call()
+        assert np.array_equal(before, mpsrt.get_rng_state())
+
+
+BERNOULLI_DTYPES = [d for d in ALL_DTYPES if d not in ("uint16", "uint32", "uint64")]
+
+
+@pytest.mark.parametrize("dtype", BERNOULLI_DTYPES)
+def test_bernoulli_every_dtype_exact(dtype: str) -> None:
+    """Element j = 1 when word j < ceil(p * 2**32), else 0, as the dtype's 1 and 0."""
+    seed, offset, n, p = 0xC0FFEE, 5, 1003, 0.37
+    b = mpsrt.bernoulli(p, (n,), dtype=dtype, generator=_gen(seed, offset))
+    t = int(np.ceil(p * 2**32))
+    want = [1 if int(w) < t else 0 for w in _words(seed, offset, n)]
+    assert _values(b) == want
+    if dtype in ("int8", "int16"):  # the bytes: exactly 1 or 0 per element, nothing else
+        assert b._raw().tobytes() == np.array(want, dtype=dtype).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_bernoulli_int8_int16_statistics(dtype: str) -> None:
+    x = _host_float(mpsrt.bernoulli(0.3, (N,), dtype=dtype, generator=_gen(16)))
+    assert set(np.unique(x).tolist()) == {0.0, 1.0}
+    assert abs(x.mean() - 0.3) < 0.005  # sd of the mean ~0.001: 5 sigma
+    buf = mpsrt.empty(100, dtype)
+    assert _host_float(buf.bernoulli_(0.0)).sum() == 0
+    assert _host_float(buf.bernoulli_(1.0)).sum() == 100
+
+
+RANDOM_CASES = [
+    # (dtype, low, high): high None is random_()'s default (torch's range)
+    ("float16", 0, None),
+    ("float16", -2048, 2049),
+    ("bfloat16", 0, None),
+    ("bfloat16", -256, 257),
+    ("float32", 0, None),
+    ("float32", -7, 20),
+    ("float32", -(2**24), 2**24 + 1),
+    ("float64", 0, None),  # [0, 2**53]: two words per value
+    ("float64", -1000, 3000),
+    ("bool", 0, None),
+    ("bool", 0, 2),
+    ("bool", 1, 2),
+    ("int8", 0, None),
+    ("int8", -128, 128),
+    ("int8", -5, 6),
+    ("int16", 0, None),
+    ("int16", -32768, 32768),
+    ("uint16", 0, 65536),
+    ("uint32", 0, 2**32),
+    ("uint32", 10, None),
+    ("uint64", 0, None),  # [0, 2**63): two words per value
+    ("uint64", 2**40, 2**40 + 9),
+]
+
+
+@pytest.mark.parametrize(("dtype", "low", "high"), RANDOM_CASES)
+def test_random_every_dtype_exact(dtype: str, low: int, high: int | None) -> None:
+    """Element j = low + w_j % (high - low) written as the dtype (exact for floats, != 0 for
+    bool); the generator advances by the blocks the words used."""
+    seed, offset, n = 0x5EED_0016, 3, 1001
+    g = _gen(seed, offset)
+    b = mpsrt.empty(n, dtype).random_(low, high, generator=g)
+    hi = DEFAULT_HIGH[dtype] if high is None else high
+    want = _ref_ints(seed, offset, n, low, hi)
+    if dtype == "bool":
+        want = [int(v != 0) for v in want]
+    got = _values(b)
+    assert [float(v) for v in got] == [float(v) for v in want]
+    if dtype not in FLOAT_DIGITS:
+        assert got == want
+    words = n if hi - low <= 2**32 else 2 * n
+    assert g.get_offset() == offset + (words + 3) // 4
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "bool"])
+def test_randint_dtypes_exact(dtype: str) -> None:
+    """torch.randint(low, high, size, dtype=...) for float and bool dtypes: same mapping."""
+    low, high = (0, 2) if dtype == "bool" else (-50, 77)
+    b = mpsrt.randint(low, high, (999,), dtype=dtype, generator=_gen(77, 1))
+    want = _ref_ints(77, 1, 999, low, high)
+    if dtype == "bool":
+        want = [int(v != 0) for v in want]
+    assert [float(v) for v in _values(b)] == [float(v) for v in want]
+    b2 = mpsrt.randint(high, (999,), dtype=dtype, generator=_gen(77, 1))  # randint(high, size)
+    b3 = mpsrt.randint(0, high, (999,), dtype=dtype, generator=_gen(77, 1))
+    assert _values(b2) == _values(b3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "bool"])
+def test_random_default_range_statistics(dtype: str) -> None:
+    """random_() on a small dtype covers torch's whole range [0, high) uniformly."""
+    hi = DEFAULT_HIGH[dtype]
+    x = np.array(_values(mpsrt.empty(N, dtype).random_(generator=_gen(21))), dtype=np.float64)
+    assert x.min() == 0 and x.max() == hi - 1  # both ends are drawn
+    assert len(np.unique(x)) == hi  # every value: 2049 for float16, 257 for bfloat16
+    counts = np.bincount(x.astype(np.int64), minlength=hi)
+    expected = N / hi
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    # p = 1e-6 critical value of chi-square with hi - 1 degrees of freedom (Wilson-Hilferty)
+    k = hi - 1
+    crit = k * (1 - 2 / (9 * k) + 4.753 * np.sqrt(2 / (9 * k))) ** 3
+    assert chi2 < crit
+
+
+@pytest.mark.parametrize(("dtype", "high"), [("float32", 2**24 + 1), ("float64", 2**53 + 1)])
+def test_random_default_range_wide_floats(dtype: str, high: int) -> None:
+    x = np.array(_values(mpsrt.empty(N, dtype).random_(generator=_gen(22))), dtype=np.float64)
+    assert x.min() >= 0 and x.max() <= high - 1
+    assert np.array_equal(x, np.floor(x))  # integers only
+    assert abs(x.mean() / (high - 1) - 0.5) < 0.005  # sd ~0.00065 of the scaled mean
+    assert abs(x.var() / (high - 1) ** 2 - 1 / 12) < 0.002
+    assert x.max() > 0.999 * (high - 1)  # the top of the range is reached
+
+
+@pytest.mark.parametrize(
+    ("dtype", "low", "high", "msg"),
+    [
+        ("float16", 0, 2**11 + 2, r"\[0, 2050\) does not fit in float16 \(\[-2048, 2049\)\)"),
+        ("bfloat16", -257, 0, "does not fit in bfloat16"),
+        ("float32", 0, 2**24 + 2, "does not fit in float32"),
+        ("float64", -(2**53) - 1, 0, "does not fit in float64"),
+        ("bool", 0, 3, r"\[0, 3\) does not fit in bool \(\[0, 2\)\)"),
+        ("bool", -1, 1, "does not fit in bool"),
+        ("int8", -129, 0, r"does not fit in int8 \(\[-128, 128\)\)"),
+        ("int16", 0, 2**15 + 1, "does not fit in int16"),
+        ("uint16", -1, 5, "does not fit in uint16"),
+        ("uint64", 0, 2**63 + 1, "does not fit in uint64"),
+        ("float32", 5, 5, "expected low < high"),
+    ],
+)
+def test_random_new_dtypes_bad_ranges(dtype: str, low: int, high: int, msg: str) -> None:
+    """Ranges past a dtype's exact integers are ValueErrors (torch raises for from/to outside
+    the dtype, and only warns past 2**digits: mpsrt refuses, so every value is exact)."""
+    before = mpsrt.get_rng_state()
+    with pytest.raises(ValueError, match=msg):
+        mpsrt.empty(4, dtype).random_(low, high)
+    with pytest.raises(ValueError, match=msg):
+        mpsrt.randint(low, high, (4,), dtype=dtype)
+    assert np.array_equal(before, mpsrt.get_rng_state())
+
+
+def test_new_dtypes_do_not_depend_on_threads_isa_or_stream(runtime_env) -> None:
+    def draw() -> list[bytes]:
+        g = _gen(0xABCDEF, 9)
+        out = [mpsrt.bernoulli(0.4, (70_001,), dtype="int8", generator=g)]
+        out.append(mpsrt.bernoulli(0.6, (30_003,), dtype="int16", generator=g))
+        out.append(mpsrt.empty(50_001, "float16").random_(-2048, 2049, generator=g))
+        out.append(mpsrt.empty(20_001, "float64").random_(generator=g))  # two words
+        out.append(mpsrt.empty(40_003, "bool").random_(generator=g))
+        out.append(mpsrt.randint(-3, 1000, (60_007,), dtype="int16", generator=g))
+        out.append(mpsrt.randint(0, 2**63, (9_999,), dtype="uint64", generator=g))
+        s = mpsrt.Stream()
+        with mpsrt.stream(s):
+            out.append(mpsrt.randint(-99, 99, (5_001,), dtype="bfloat16", generator=g))
+        return [b._raw().tobytes() for b in out]
+
+    ref = draw()
+    settings = [{"MPSRT_CPU_THREADS": 1}, {"MPSRT_CPU_THREADS": 2}]
+    if mpsrt.backend() == "cpu":
+        settings += [{"MPSRT_CPU_ISA": "scalar"}, {"MPSRT_CPU_ISA": "avx2"}]
+    for env in settings:
+        try:
+            with runtime_env(**env):
+                got = draw()
+        except ValueError as e:  # an instruction set this CPU lacks
+            assert "not supported" in str(e)
+            continue
+        for i, (a, b) in enumerate(zip(ref, got)):
+            assert a == b, (env, i)
+
+
+def test_generator_clone_state() -> None:
+    """torch.Generator.clone_state(): a new Generator with a copy of the state."""
+    g = _gen(1234, 17)
+    mpsrt.rand(10, generator=g)
+    c = g.clone_state()
+    assert isinstance(c, mpsrt.Generator) and c is not g
+    assert c.device == g.device
+    assert c.initial_seed() == 1234 and c.get_offset() == g.get_offset() == 20
+    assert np.array_equal(c.get_state(), g.get_state())
+    a = mpsrt.random_bits(100, generator=g).numpy()
+    b = mpsrt.random_bits(100, generator=c).numpy()
+    assert np.array_equal(a, b)  # the same numbers from the same state
+    mpsrt.rand(8, generator=c)  # the clone advances on its own
+    assert c.get_offset() == 20 + 25 + 2 and g.get_offset() == 20 + 25
+    c.manual_seed(5)
+    assert g.initial_seed() == 1234
+    # the default generator: a clone of it is a snapshot, not the default itself
+    mpsrt.manual_seed(42)
+    snap = mpsrt.default_generator().clone_state()
+    first = mpsrt.rand(16).numpy()
+    assert np.array_equal(first, mpsrt.rand(16, generator=snap).numpy())
+    assert mpsrt.default_generator().get_offset() == 4 and snap.get_offset() == 4
+    with pytest.raises(TypeError, match=r"expected an mpsrt\.Generator"):
+        mpsrt.Generator.clone_state(object())
+
+
+def test_generator_graphsafe_state_is_not_supported() -> None:
+    """mpsrt has no graph capture: graphsafe_get_state / graphsafe_set_state raise torch's
+    NotImplementedError (as torch's generators without graph support do) and change nothing."""
+    g = _gen(3, 2)
+    st = g.get_state()
+    with pytest.raises(NotImplementedError, match="graphsafe_get_state is not supported"):
+        g.graphsafe_get_state()
+    with pytest.raises(NotImplementedError, match="graphsafe_set_state is not supported"):
+        g.graphsafe_set_state(g.clone_state())
+    assert np.array_equal(st, g.get_state())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8", "bool"])
+def test_default_high_is_torchs(dtype: str) -> None:
+    """random_()'s default range is the one torch draws from: its largest value is reached by
+    torch on a large tensor, and it is mpsrt's (core's) default high - 1."""
+    torch = pytest.importorskip("torch")
+    t = torch.empty(N, dtype=getattr(torch, dtype)).random_(
+        generator=torch.Generator().manual_seed(0)
+    )
+    torch_max = int(t.to(torch.float64).max().item())
+    assert int(t.to(torch.float64).min().item()) == 0
+    assert mpsrt._C._random_int_bounds(dtype)[1] - 1 == torch_max == DEFAULT_HIGH[dtype] - 1
+    x = np.array(_values(mpsrt.empty(N, dtype).random_(generator=_gen(5))), dtype=np.float64)
+    assert x.max() == torch_max and x.min() == 0

@@ -234,24 +234,38 @@ void bernoulli(void* dst, const RandomParams& p, uint64_t first, uint64_t n, T o
                   [t, one](const uint32_t* w) { return w[0] < t ? one : T(0); });
 }
 
-template <class G, class T>
-void int_range(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+/// IntRange: element e is conv(low + x) with x = w % r (r <= 2^32, one word) or
+/// ((hi << 32) | lo) % r (two words), the sum in two's complement; conv writes it as T.
+template <class G, class T, class Conv>
+void int_range(void* dst, const RandomParams& p, uint64_t first, uint64_t n, Conv conv) {
   const uint64_t low = static_cast<uint64_t>(p.low);
   const uint64_t r = p.range == 0 ? 1 : p.range;
   if (r <= (uint64_t(1) << 32)) {
     if constexpr (G::kStepBlocks > 0) {  // the SIMD tables: no division
       const FastMod32 mod(r);
       generic_loop<G>(static_cast<T*>(dst), p, first, n, 1,
-                      [low, mod](const uint32_t* w) { return static_cast<T>(low + mod(w[0])); });
+                      [low, mod, conv](const uint32_t* w) { return conv(low + mod(w[0])); });
     } else {  // the scalar table: the definition itself
       generic_loop<G>(static_cast<T*>(dst), p, first, n, 1,
-                      [low, r](const uint32_t* w) { return static_cast<T>(low + w[0] % r); });
+                      [low, r, conv](const uint32_t* w) { return conv(low + w[0] % r); });
     }
   } else {
-    generic_loop<G>(static_cast<T*>(dst), p, first, n, 2, [low, r](const uint32_t* w) {
-      return static_cast<T>(low + ((static_cast<uint64_t>(w[1]) << 32) | w[0]) % r);
+    generic_loop<G>(static_cast<T*>(dst), p, first, n, 2, [low, r, conv](const uint32_t* w) {
+      return conv(low + ((static_cast<uint64_t>(w[1]) << 32) | w[0]) % r);
     });
   }
+}
+
+/// IntRange into an integer dtype: the low bytes of the two's complement sum.
+template <class G, class T>
+void int_range(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  int_range<G, T>(dst, p, first, n, [](uint64_t v) { return static_cast<T>(v); });
+}
+
+/// The value of IntRange's sum: a signed integer (the core keeps it within the dtype's
+/// exact range, |v| <= 2^53 for floats, so every conversion below is exact).
+inline int64_t int_range_value(uint64_t v) {
+  return static_cast<int64_t>(v);
 }
 
 template <class G>
@@ -371,13 +385,42 @@ void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
     case RandomOp::IntRange:
       switch (p.dtype) {
         case RandomDType::U8:
+        case RandomDType::I8:
           int_range<G, uint8_t>(dst, p, first, n);
           return;
+        case RandomDType::I16:
+        case RandomDType::U16:
+          int_range<G, uint16_t>(dst, p, first, n);
+          return;
         case RandomDType::I32:
+        case RandomDType::U32:
           int_range<G, uint32_t>(dst, p, first, n);
           return;
         case RandomDType::I64:
+        case RandomDType::U64:
           int_range<G, uint64_t>(dst, p, first, n);
+          return;
+        case RandomDType::Bool:
+          int_range<G, uint8_t>(dst, p, first, n,
+                                [](uint64_t v) { return static_cast<uint8_t>(v != 0); });
+          return;
+        case RandomDType::F16:
+          int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
+            return f32_to_f16(static_cast<float>(int_range_value(v)));
+          });
+          return;
+        case RandomDType::BF16:
+          int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
+            return f32_to_bf16(static_cast<float>(int_range_value(v)));
+          });
+          return;
+        case RandomDType::F32:
+          int_range<G, float>(dst, p, first, n,
+                              [](uint64_t v) { return static_cast<float>(int_range_value(v)); });
+          return;
+        case RandomDType::F64:
+          int_range<G, double>(dst, p, first, n,
+                               [](uint64_t v) { return static_cast<double>(int_range_value(v)); });
           return;
         default:
           return;
@@ -385,8 +428,12 @@ void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
     case RandomOp::Bernoulli:
       switch (p.dtype) {
         case RandomDType::U8:
+        case RandomDType::I8:
         case RandomDType::Bool:
           bernoulli<G, uint8_t>(dst, p, first, n, 1);
+          return;
+        case RandomDType::I16:
+          bernoulli<G, uint16_t>(dst, p, first, n, 1);
           return;
         case RandomDType::I32:
           bernoulli<G, uint32_t>(dst, p, first, n, 1);

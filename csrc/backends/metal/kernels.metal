@@ -211,6 +211,13 @@ static ulong d_from_u64(ulong u, int scale) {
   return d_round_pack(0, 1086 - lz - scale, u << lz);
 }
 
+// The binary64 value of the two's complement integer v, exact for |v| <= 2^53 (IntRange into
+// float64 writes such integers only).
+static ulong d_from_i64(ulong v) {
+  const bool neg = (v >> 63) != 0;
+  return (neg ? kSign : 0ul) | d_from_u64(neg ? 0ul - v : v, 0);
+}
+
 // The binary64 value of f (exact).
 static ulong d_from_f32(float f) {
   const uint x = as_type<uint>(f);
@@ -472,7 +479,7 @@ constant uint WPE [[function_constant(4)]];    // words per element: 2 for float
                                                // wide integer ranges, else 1
 
 constant uint kBits = 0, kUniform = 1, kNormal = 2, kIntRange = 3;
-constant uint kF16 = 4, kBF16 = 5, kF32 = 6, kF64 = 7;
+constant uint kF16 = 4, kBF16 = 5, kF32 = 6, kF64 = 7, kBool = 8;
 
 static ulong from_float(float v) {
   if (DTYPE == kF16) return f32_to_f16(v);
@@ -480,8 +487,14 @@ static ulong from_float(float v) {
   return as_type<uint>(v);
 }
 
+// IntRange's element: low + x (two's complement) as the dtype's value. Integers: its low
+// bytes; bool: != 0; floats: the integer's exact value (the core keeps |low + x| <= 2^digits).
 static ulong int_value(constant RandomArgs& a, ulong x) {
-  return (ulong(a.low[0]) | (ulong(a.low[1]) << 32)) + x;
+  const ulong v = (ulong(a.low[0]) | (ulong(a.low[1]) << 32)) + x;
+  if (DTYPE == kBool) return v != 0 ? 1 : 0;
+  if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(long(v)));
+  if (DTYPE == kF64) return d_from_i64(v);
+  return v;
 }
 
 // Element i (0 .. 4 / WPE - 1) of the block with words w, as its bytes (little-endian).

@@ -41,6 +41,9 @@ class MPSRT_API Generator {
   RngState get_state() const;
   /// Throws std::invalid_argument unless size == kRngStateSize and data is not null.
   void set_state(const uint8_t* data, size_t size);
+  /// A new generator on the same device with a copy of this one's (seed, offset): the two
+  /// then advance independently (torch.Generator.clone_state()).
+  Generator clone_state() const;
   int device() const noexcept { return device_; }
   detail::GeneratorImpl* impl() const noexcept { return impl_.get(); }
 
@@ -55,8 +58,23 @@ class MPSRT_API Generator {
 struct RandomSpec {
   enum class Op : uint8_t { Bits, Uniform, Normal, IntRange, Bernoulli } op = Op::Bits;
   /// Element type: "uint8", "int32", "int64", "uint32", "float16", "bfloat16", "float32",
-  /// "float64" or "bool" (which ops accept which: see the Python API).
-  enum class DType : uint8_t { U8, I32, I64, U32, F16, BF16, F32, F64, Bool } dtype = DType::U32;
+  /// "float64", "bool", "int8", "int16", "uint16" or "uint64" (which ops accept which:
+  /// random_supported()). Values are stable: later dtypes are appended.
+  enum class DType : uint8_t {
+    U8,
+    I32,
+    I64,
+    U32,
+    F16,
+    BF16,
+    F32,
+    F64,
+    Bool,
+    I8,
+    I16,
+    U16,
+    U64
+  } dtype = DType::U32;
   double a = 0.0;      ///< Uniform: low; Normal: mean
   double b = 1.0;      ///< Uniform: high; Normal: std
   int64_t low = 0;     ///< IntRange: the range is [low, low + range)
@@ -66,12 +84,14 @@ struct RandomSpec {
 
 /// Which op writes which element type -- the one rule every layer asks (the Python layer
 /// through mpsrt._C, the backends' kernels through backends/backend.h):
-/// Bits: uint32; Uniform, Normal: float16, bfloat16, float32, float64; IntRange: uint8, int32,
-/// int64; Bernoulli: every dtype but uint32. False for values outside the enums.
+/// Bits: uint32; Uniform, Normal: float16, bfloat16, float32, float64; IntRange (torch's
+/// random_ / randint): every dtype (integers, floats and bool); Bernoulli: every dtype but
+/// uint16, uint32 and uint64 (torch's bernoulli_ has no kernel for them). False for values
+/// outside the enums.
 constexpr bool random_supported(RandomSpec::Op op, RandomSpec::DType dtype) noexcept {
   using Op = RandomSpec::Op;
   using D = RandomSpec::DType;
-  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(D::Bool)) return false;
+  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(D::U64)) return false;
   switch (op) {
     case Op::Bits:
       return dtype == D::U32;
@@ -79,9 +99,9 @@ constexpr bool random_supported(RandomSpec::Op op, RandomSpec::DType dtype) noex
     case Op::Normal:
       return dtype == D::F16 || dtype == D::BF16 || dtype == D::F32 || dtype == D::F64;
     case Op::IntRange:
-      return dtype == D::U8 || dtype == D::I32 || dtype == D::I64;
+      return true;
     case Op::Bernoulli:
-      return dtype != D::U32;
+      return dtype != D::U16 && dtype != D::U32 && dtype != D::U64;
   }
   return false;
 }
@@ -91,11 +111,24 @@ MPSRT_API const char* random_dtype_name(RandomSpec::DType dtype) noexcept;
 /// The op's name ("bits", "uniform", "normal", "int", "bernoulli"), or nullptr outside the enum.
 MPSRT_API const char* random_op_name(RandomSpec::Op op) noexcept;
 
+/// The integers IntRange can write into dtype: [min, max). Integer dtypes: their range
+/// (uint64: [0, 2^63), torch's bound); floating-point dtypes: the integers they hold exactly,
+/// [-2^digits, 2^digits] (so max = 2^digits + 1: float16 11, bfloat16 8, float32 24, float64
+/// 53 digits); bool: [0, 2). `max` is also random_()'s default high (torch's random_() range).
+/// {0, 0} outside the enum.
+struct RandomIntBounds {
+  int64_t min = 0;
+  uint64_t max = 0;
+};
+MPSRT_API RandomIntBounds random_int_bounds(RandomSpec::DType dtype) noexcept;
+
 /// Fills the first `count` elements of `buffer` on `stream` with the generator's next numbers.
 /// Throws std::invalid_argument, before anything is encoded, when
 /// - op or dtype is outside its enum, or op cannot write dtype (random_supported());
 /// - Uniform: a or b is not finite, or a > b; Normal: a or b is not finite, or b < 0;
-///   IntRange: range is 0, or [low, low + range) does not fit in dtype;
+///   IntRange: range is 0, or [low, low + range) does not fit in dtype (floating-point
+///   dtypes: every value must be an exact integer of it, [-2^digits, 2^digits]; bool: [0, 2);
+///   uint64: [0, 2^63), torch's bound);
 ///   Bernoulli: p is not finite or outside [0, 1] (checked even when count is 0);
 /// - count x the element size is more than buffer.nbytes(), or the buffer is empty;
 /// - the buffer, the generator and the stream are not on one device.

@@ -18,7 +18,7 @@ layout(constant_id = 4) const uint WPE = 1;    // words per element: 2 for float
 
 const uint kBits = 0, kUniform = 1, kNormal = 2, kIntRange = 3, kBernoulli = 4;
 const uint kU8 = 0, kI32 = 1, kI64 = 2, kU32 = 3, kF16 = 4, kBF16 = 5, kF32 = 6, kF64 = 7,
-           kBool = 8;
+           kBool = 8, kI8 = 9, kI16 = 10, kU16 = 11, kU64 = 12;
 
 layout(set = 0, binding = 0) buffer Dst {
   uint words[];
@@ -203,8 +203,13 @@ uvec2 from_float(float v) {
   return uvec2(floatBitsToUint(v), 0u);
 }
 
+// IntRange's element: low + x (two's complement) as the dtype's value. Integers: its low
+// bytes; bool: != 0; floats: the integer's exact value (the core keeps |low + x| <= 2^digits).
 uvec2 int_value(uint64_t x) {
-  const uint64_t v = pc.low.x + (uint64_t(pc.low.y) << 32) + x;
+  const uint64_t v = uint64_t(pc.low.x) + (uint64_t(pc.low.y) << 32) + x;
+  if (DTYPE == kBool) return uvec2(v != uint64_t(0) ? 1u : 0u, 0u);
+  if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(int64_t(v)));
+  if (DTYPE == kF64) return bits64(double(int64_t(v)));
   return uvec2(uint(v), uint(v >> 32));
 }
 
