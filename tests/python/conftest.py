@@ -27,8 +27,8 @@ BACKENDS = _WANTED or AVAILABLE
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Collection leaves hundreds of thousands of long-lived objects (hypothesis strategies,
     # parametrised items). Moving them out of the collector's generations keeps each of the
-    # thousands of collections the tests trigger from walking them all again: this alone
-    # takes the suite from minutes to seconds of collector time.
+    # thousands of collections the tests trigger (many call gc.collect()) from walking them
+    # all again.
     gc.collect()
     gc.freeze()
 
