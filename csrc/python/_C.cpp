@@ -15,6 +15,7 @@ NB_MODULE(_C, m) {
   mpsrt::python::init_stream(m);
   mpsrt::python::init_memory(m);
   mpsrt::python::init_random(m);
+  mpsrt::python::init_c_api(m);
   nb::module_ profiler = m.def_submodule("_profiler", "The signpost profiler's native calls.");
   mpsrt::python::init_profiler(profiler);
   nb::module_ bench = m.def_submodule("_bench", "Measurement hooks for `python -m bench`.");

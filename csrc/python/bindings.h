@@ -26,5 +26,7 @@ void init_memory(nb::module_& m);
 void init_random(nb::module_& m);
 void init_profiler(nb::module_& m);
 void init_bench(nb::module_& m);
+/// The C API capsule mpsrt._C._c_api (c_api.cpp; include/mpsrt/c_api.h).
+void init_c_api(nb::module_& m);
 
 }  // namespace mpsrt::python

@@ -1,0 +1,101 @@
+/* mpsrt's C API: a versioned table of C function pointers over the ONE runtime that the
+ * extension module mpsrt._C holds. mpsrt._C exports it as the PyCapsule `mpsrt._C._c_api`
+ * (capsule name MPSRT_C_API_CAPSULE_NAME). Code that lives in another shared library in the
+ * same process (the PyTorch device glue, mpsrt/torch) includes only this header, takes the
+ * table from the capsule and calls through it, so no second copy of the core (allocator,
+ * streams, generators, profiler) is ever loaded.
+ *
+ * Compatibility: the table only grows. `version` is MPSRT_C_API_VERSION of the mpsrt that
+ * made it and `size` is sizeof(MpsrtCApi) there; a caller checks version >= the version it
+ * was written for (and size >= the offset of the last member it uses).
+ *
+ * Errors: functions that can fail return an MpsrtStatus; on failure the message
+ * ("[component] what happened; what to do") is kept per thread and read with last_error().
+ * Handles are opaque: a buffer handle owns one mpsrt::Buffer (freeing is stream-ordered, as
+ * for Buffers); a stream handle is stable for the life of the process (its value is also the
+ * stream's identity for torch.Stream); an event handle owns one mpsrt::Event.
+ */
+#ifndef MPSRT_C_API_H
+#define MPSRT_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPSRT_C_API_VERSION 1
+#define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
+
+typedef enum MpsrtStatus {
+  MPSRT_OK = 0,
+  MPSRT_ERR_VALUE = 1,  /* bad argument (std::invalid_argument) */
+  MPSRT_ERR_OOM = 2,    /* out of memory (mpsrt::OutOfMemory) */
+  MPSRT_ERR_RUNTIME = 3 /* any other failure */
+} MpsrtStatus;
+
+typedef struct MpsrtBuffer MpsrtBuffer; /* opaque */
+typedef struct MpsrtStream MpsrtStream; /* opaque */
+typedef struct MpsrtEvent MpsrtEvent;   /* opaque */
+
+typedef struct MpsrtCApi {
+  uint32_t version;
+  uint32_t size;
+  /* The calling thread's last error message ("" when none). */
+  const char* (*last_error)(void);
+
+  /* devices */
+  const char* (*backend_name)(void);
+  int (*device_count)(void);
+  int (*current_device)(void);
+  MpsrtStatus (*set_device)(int device, int* previous);
+  /* 1 when device memory has a host address (cpu; vulkan where mapped), else 0. */
+  int (*host_visible)(int device);
+  MpsrtStatus (*synchronize)(int device);
+
+  /* memory: the caching allocator. alloc on the device's current stream; *host_ptr is NULL
+   * where the memory is not host-visible. */
+  MpsrtStatus (*buffer_alloc)(size_t nbytes, int device, MpsrtBuffer** out, void** host_ptr);
+  void (*buffer_free)(MpsrtBuffer* buffer);
+  MpsrtStatus (*buffer_record_stream)(MpsrtBuffer* buffer, MpsrtStream* stream);
+  /* fill nbytes at offset with a repeated pattern of 1, 2, 4 or 8 bytes, on the stream */
+  MpsrtStatus (*buffer_fill)(MpsrtBuffer* buffer, size_t offset, size_t nbytes, uint64_t pattern,
+                             unsigned pattern_size, MpsrtStream* stream);
+  /* device-to-device copy of nbytes, on the stream */
+  MpsrtStatus (*buffer_copy)(MpsrtBuffer* dst, size_t dst_offset, const MpsrtBuffer* src,
+                             size_t src_offset, size_t nbytes, MpsrtStream* stream);
+  /* calls visit(ctx, key, value) for each of mpsrt.memory_stats()'s entries (torch.cuda's keys) */
+  MpsrtStatus (*memory_stats)(int device, void (*visit)(void* ctx, const char* key, int64_t value),
+                              void* ctx);
+  MpsrtStatus (*reset_peak_memory_stats)(int device);
+  MpsrtStatus (*reset_accumulated_memory_stats)(int device);
+  MpsrtStatus (*empty_cache)(int device);
+
+  /* streams */
+  MpsrtStream* (*stream_default)(int device);
+  MpsrtStream* (*stream_current)(int device);
+  MpsrtStatus (*stream_from_pool)(int priority, int device, MpsrtStream** out);
+  /* makes `stream` current on its device; returns the previous current stream there */
+  MpsrtStream* (*stream_set_current)(MpsrtStream* stream);
+  int (*stream_device)(MpsrtStream* stream);
+  int (*stream_priority)(MpsrtStream* stream);
+  MpsrtStatus (*stream_synchronize)(MpsrtStream* stream);
+  /* 1: all work done; 0: not yet; -1: failed (last_error) */
+  int (*stream_query)(MpsrtStream* stream);
+
+  /* events */
+  MpsrtStatus (*event_create)(int enable_timing, MpsrtEvent** out);
+  void (*event_destroy)(MpsrtEvent* event);
+  MpsrtStatus (*event_record)(MpsrtEvent* event, MpsrtStream* stream);
+  MpsrtStatus (*event_wait)(MpsrtEvent* event, MpsrtStream* stream);
+  int (*event_query)(MpsrtEvent* event); /* as stream_query */
+  MpsrtStatus (*event_synchronize)(MpsrtEvent* event);
+  MpsrtStatus (*event_elapsed_ms)(MpsrtEvent* start, MpsrtEvent* end, double* ms);
+} MpsrtCApi;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MPSRT_C_API_H */

@@ -1,0 +1,176 @@
+"""The device module ``torch.mpsrt``: what torch requires of a PrivateUse1 module, and the
+torch.cuda-style functions, answered by mpsrt's one runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import mpsrt
+
+_initialized = True  # the runtime starts with mpsrt; nothing to do lazily
+
+
+def _index(device: Any = None) -> int:
+    """The mpsrt device index of None (current), an int, 'mpsrt[:N]' or a torch.device."""
+    if device is None:
+        return mpsrt.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "mpsrt":
+            raise ValueError(f"[torch] expected an mpsrt device, got {device}")
+        if device.index is None:
+            return mpsrt.current_device()
+        device = device.index
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(
+            f"[torch] expected a device index, 'mpsrt:N' or a torch.device; got {device!r}"
+        )
+    n = mpsrt.device_count()
+    if device < 0 or device >= n:
+        raise IndexError(
+            f"The device index is out of range. It must be in [0, {n}), but got {device}."
+        )
+    return device
+
+
+def is_available() -> bool:
+    return mpsrt.is_available()
+
+
+def device_count() -> int:
+    return mpsrt.device_count()
+
+
+def current_device() -> int:
+    return mpsrt.current_device()
+
+
+def set_device(device: Any) -> None:
+    mpsrt.set_device(_index(device))
+
+
+def synchronize(device: Any = None) -> None:
+    mpsrt.synchronize(_index(device))
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
+def init() -> None:
+    """Nothing to do: the runtime started with ``import mpsrt``."""
+
+
+def _lazy_init() -> None:
+    """Torch calls this before using the device; the runtime is already up."""
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+# -- random numbers: mpsrt's Philox generators (the 44-byte state as uint8 tensors)
+def manual_seed(seed: int) -> None:
+    mpsrt.random.default_generator(mpsrt.current_device()).manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    mpsrt.manual_seed_all(int(seed))
+
+
+def seed() -> None:
+    mpsrt.seed()
+
+
+def seed_all() -> None:
+    mpsrt.seed_all()
+
+
+def initial_seed() -> int:
+    return mpsrt.initial_seed()
+
+
+def get_rng_state(device: Any = "mpsrt") -> torch.Tensor:
+    return torch.from_numpy(mpsrt.get_rng_state(_index(device)).copy())
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "mpsrt") -> None:
+    mpsrt.set_rng_state(new_state.contiguous().cpu(), _index(device))
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+# -- memory: mpsrt's caching allocator, which torch's mpsrt tensors come from
+def memory_allocated(device: Any = None) -> int:
+    return mpsrt.memory_allocated(_index(device))
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return mpsrt.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device: Any = None) -> int:
+    return mpsrt.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return mpsrt.max_memory_reserved(_index(device))
+
+
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    return mpsrt.memory_stats(_index(device))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    return mpsrt.memory_summary(_index(device), abbreviated=abbreviated)
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    mpsrt.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    mpsrt.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    mpsrt.empty_cache()
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    return mpsrt.mem_get_info(_index(device))
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    mpsrt.set_per_process_memory_fraction(fraction, _index(device))
+
+
+# -- streams: torch.Stream objects whose ids are mpsrt streams (the DeviceGuardImpl maps them)
+Stream = torch.Stream
+Event = torch.Event
+
+
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device: Any = None) -> torch.Stream:
+    return torch._C._get_default_stream(torch.device("mpsrt", _index(device)))
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream)
