@@ -6,7 +6,7 @@
 //
 // What it registers: a DeviceGuardImpl (devices, torch.Stream <-> mpsrt streams, torch.Event
 // <-> mpsrt events), a c10::DeviceAllocator over mpsrt's caching allocator, PrivateUse1 hooks,
-// and operators: empty/empty_strided/as_strided/view/resize_ natively, fills and
+// and operators: empty/empty_strided/as_strided/view/resize_/set_ natively, fills and
 // device-to-device copies on mpsrt's own kernels, host<->device copies, and a boxed fallback
 // that runs every other aten operator's CPU kernel on CPU tensors that alias the device memory
 // (host-visible memory only), after the current stream's queued work.
@@ -363,12 +363,9 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
   return out;
 }
 
-const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
-                          std::optional<at::MemoryFormat> mf) {
+// Grows the storage (mpsrt's allocator, through the hooks) when the geometry needs more bytes.
+void grow_storage_to_fit(const at::Tensor& self) {
   auto* impl = self.unsafeGetTensorImpl();
-  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s);
-  impl->set_sizes_contiguous(size);
-  if (mf) impl->empty_tensor_restride(*mf);
   size_t need = at::detail::computeStorageNbytes(impl->sizes(), impl->strides(),
                                                  self.dtype().itemsize(), impl->storage_offset());
   if (need > self.storage().nbytes()) {
@@ -377,7 +374,55 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
     at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), need);
     guard.uncheckedSetDevice(prev);
   }
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<at::MemoryFormat> mf) {
+  auto* impl = self.unsafeGetTensorImpl();
+  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s);
+  impl->set_sizes_contiguous(size);
+  if (mf) impl->empty_tensor_restride(*mf);
+  grow_storage_to_fit(self);
   return self;
+}
+
+// set_: point `self` at (storage, offset, size, stride). torch.load rebuilds tensors with it and
+// storage copies (storage.cpu(), UntypedStorage.copy_) wrap storages in tensors with it; the CPU
+// kernel would refuse an mpsrt storage, so these are native, like resize_.
+at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset,
+                               c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.device(),
+              "Attempted to set the storage of a tensor on device \"", self.device(),
+              "\" to a storage on different device \"", source.device(),
+              "\".  This is no longer allowed; the devices must match.");
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
+  TORCH_CHECK(stride.empty() || stride.size() == size.size(),
+              "set_: stride and size must have the same length");
+  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  if (stride.size() == size.size()) {  // strides given (or a 0-dim tensor)
+    impl->set_sizes_and_strides(size, stride, offset);
+  } else {  // stride=[]: contiguous
+    impl->set_sizes_contiguous(size);
+    impl->set_storage_offset(offset);
+  }
+  grow_storage_to_fit(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  auto n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage_offset(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
+                            source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  return set_storage_offset(self, at::empty({0}, self.options()).storage(), 0, {0}, {});
 }
 
 MpsrtBuffer* buffer_of(const at::Tensor& t, size_t* offset) {
@@ -598,6 +643,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", &empty_strided);
   m.impl("as_strided", &as_strided);
   m.impl("resize_", &resize_);
+  m.impl("set_.source_Storage_storage_offset", &set_storage_offset);
+  m.impl("set_.source_Storage", &set_storage);
+  m.impl("set_.source_Tensor", &set_tensor);
+  m.impl("set_", &set_empty);
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("fill_.Scalar", &fill_scalar);

@@ -12,6 +12,7 @@ import gc
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import mpsrt
 import pytest
@@ -241,3 +242,88 @@ def test_without_torch_import_error_says_how() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install torch" in out.stdout
     assert "ok 4" in out.stdout
+
+
+def test_storages(host_visible: None) -> None:
+    t = torch.arange(8, dtype=torch.float32, device="mpsrt")
+    s = t.untyped_storage()
+    assert s.device == torch.device("mpsrt", 0)
+    assert s.is_mpsrt and not torch.arange(2).untyped_storage().is_mpsrt
+    assert s.nbytes() == 32
+    assert t[2:].untyped_storage().data_ptr() == s.data_ptr()  # a view shares the storage
+    assert s.mpsrt() is s  # already there: no copy
+    t[1] = 42.0
+    back = s.cpu()
+    assert back.device.type == "cpu"
+    assert torch.tensor([], dtype=torch.float32).set_(back)[:3].tolist() == [0.0, 42.0, 2.0]
+    moved = torch.arange(3, dtype=torch.int64).untyped_storage().mpsrt()
+    assert moved.device.type == "mpsrt" and moved.nbytes() == 24
+    # set_ onto an mpsrt storage with an offset and strides (what torch.load rebuilds with)
+    u = torch.empty(0, dtype=torch.float32, device="mpsrt").set_(s, 1, (3,), (2,))
+    assert u.device.type == "mpsrt" and u.tolist() == [42.0, 3.0, 5.0]
+    assert u.untyped_storage().data_ptr() == s.data_ptr()
+    w = torch.empty(0, dtype=torch.float32, device="mpsrt").set_(u)  # set_.source_Tensor
+    assert w.tolist() == [42.0, 3.0, 5.0] and w.stride() == (2,)
+    assert w.set_().shape == (0,) and w.device.type == "mpsrt"
+    fresh = torch.UntypedStorage(16, device="mpsrt")
+    assert fresh.device.type == "mpsrt" and fresh.nbytes() == 16
+    with pytest.raises(RuntimeError, match="must match"):
+        torch.empty(0, device="mpsrt").set_(torch.arange(2.0).untyped_storage())
+
+
+def test_save_load_round_trip(host_visible: None, tmp_path: Path) -> None:
+    base = torch.randn(4, 5).to("mpsrt")
+    view = base[1:, ::2]  # saved together with base: one storage, still shared after load
+    ints = torch.arange(-3, 3, dtype=torch.int64, device="mpsrt")
+    halves = torch.linspace(0, 1, 7, dtype=torch.bfloat16).to("mpsrt")
+    path = tmp_path / "t.pt"
+    torch.save({"base": base, "view": view, "ints": ints, "halves": halves}, path)
+
+    got = torch.load(path)
+    for k, want in (("base", base), ("view", view), ("ints", ints), ("halves", halves)):
+        assert got[k].device == torch.device("mpsrt", 0), k
+        assert got[k].dtype == want.dtype and got[k].shape == want.shape, k
+        assert torch.equal(got[k].cpu(), want.cpu()), k
+    assert got["view"].untyped_storage().data_ptr() == got["base"].untyped_storage().data_ptr()
+    assert got["base"].untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+    got["base"][1, 0] = 99.0
+    assert got["view"][0, 0].item() == 99.0
+
+    on_cpu = torch.load(path, map_location="cpu")
+    assert on_cpu["base"].device.type == "cpu" and torch.equal(on_cpu["base"], base.cpu())
+
+    cpu_path = tmp_path / "cpu.pt"
+    src = torch.arange(10, dtype=torch.float64)[2:7]
+    torch.save(src, cpu_path)
+    for where in ("mpsrt", "mpsrt:0", torch.device("mpsrt"), {"cpu": "mpsrt:0"}):
+        moved = torch.load(cpu_path, map_location=where)
+        assert moved.device == torch.device("mpsrt", 0), where
+        assert torch.equal(moved.cpu(), src), where
+
+
+def test_state_dict_round_trip(host_visible: None, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = model.to("mpsrt")
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    state = torch.load(path, weights_only=True)
+    assert all(v.device.type == "mpsrt" for v in state.values())
+    other = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    other = other.to("mpsrt")
+    x = torch.randn(3, 8).to("mpsrt")
+    assert not torch.equal(other(x).cpu(), model(x).cpu())
+    other.load_state_dict(state)
+    assert torch.equal(other(x).cpu(), model(x).cpu())
+    for name, p in other.state_dict().items():
+        assert p.device.type == "mpsrt" and torch.equal(p.cpu(), model.state_dict()[name].cpu())
+
+
+def test_load_onto_missing_device_raises(host_visible: None, tmp_path: Path) -> None:
+    path = tmp_path / "t.pt"
+    torch.save(torch.ones(3, device="mpsrt"), path)
+    n = mpsrt.device_count()
+    with pytest.raises(RuntimeError, match=r"device_count\(\) is"):
+        torch.load(path, map_location=f"mpsrt:{n}")
+    # a location that only starts with "mps" is not Apple's MPS: it is ours
+    assert torch.load(path, map_location="mpsrt").device.type == "mpsrt"

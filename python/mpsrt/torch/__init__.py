@@ -1,9 +1,11 @@
 """mpsrt as a PyTorch device: ``import mpsrt.torch`` registers the device ``"mpsrt"``.
 
 After the import, ``torch.empty(..., device="mpsrt")``, ``t.to("mpsrt")``, ``t.mpsrt()``,
-``t.is_mpsrt`` and the device module ``torch.mpsrt`` work, and ``torch.accelerator`` is
-mpsrt. Tensors are allocated by mpsrt's caching allocator, so ``mpsrt.memory_allocated()``,
-``torch.mpsrt.memory_allocated()`` and ``torch.accelerator.memory_allocated()`` agree.
+``t.is_mpsrt``, storages (``t.untyped_storage().is_mpsrt``, ``storage.mpsrt()``),
+``torch.save``/``torch.load`` of mpsrt tensors and the device module ``torch.mpsrt`` work, and
+``torch.accelerator`` is mpsrt. Tensors are allocated by mpsrt's caching allocator, so
+``mpsrt.memory_allocated()``, ``torch.mpsrt.memory_allocated()`` and
+``torch.accelerator.memory_allocated()`` agree.
 
 How the process keeps ONE runtime: the glue torch calls (csrc/torch/mpsrt_torch.cpp, shipped
 in this package as ``mpsrt/torch/csrc``) is compiled against the installed torch at the first
@@ -23,9 +25,44 @@ except ImportError as e:  # pragma: no cover - exercised by the no-torch test in
         "`pip install torch` (the CPU build is enough); mpsrt itself works without it"
     ) from e
 
+import re
+from typing import Any
+
+import mpsrt
+
 from . import _glue, _module
 
 _BACKEND = "mpsrt"
+
+# torch.save tags each storage with a location and torch.load restores it through the
+# deserializer registered for that location (torch.serialization.register_package). torch's
+# own MPS deserializer (priority 21) claims every location that starts with "mps", "mpsrt:0"
+# included, so ours is registered ahead of it.
+_SERIALIZATION_PRIORITY = 19
+_LOCATION = re.compile(r"mpsrt(:[0-9]+)?")
+
+
+def _location_tag(storage: Any) -> str | None:
+    if storage.device.type != _BACKEND:
+        return None
+    index = storage.device.index
+    return f"{_BACKEND}:{mpsrt.current_device() if index is None else index}"
+
+
+def _restore_location(storage: Any, location: str) -> Any:
+    if not _LOCATION.fullmatch(location):
+        return None
+    index = torch.device(location).index
+    if index is None:
+        index = mpsrt.current_device()
+    n = mpsrt.device_count()
+    if index >= n:  # torch's error and text (torch.serialization._validate_device)
+        raise RuntimeError(
+            f"Attempting to deserialize object on {_BACKEND.upper()} device {index} but "
+            f"torch.{_BACKEND}.device_count() is {n}. Please use torch.load with "
+            "map_location to map your storages to an existing device."
+        )
+    return storage.to(device=torch.device(_BACKEND, index))
 
 
 def _register() -> None:
@@ -41,8 +78,9 @@ def _register() -> None:
     _glue.load()
     torch._register_device_module(_BACKEND, _module)
     torch.utils.generate_methods_for_privateuse1_backend(
-        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=False
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    torch.serialization.register_package(_SERIALIZATION_PRIORITY, _location_tag, _restore_location)
 
 
 _register()

@@ -36,6 +36,25 @@ def _index(device: Any = None) -> int:
     return device
 
 
+class device:
+    """Context manager that makes ``device`` the current mpsrt device (torch.cuda.device's
+    semantics; None: no change). torch's storage ``.to("mpsrt:N")`` uses it."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = -1 if device is None else _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = mpsrt.current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            mpsrt.set_device(self.idx)
+
+    def __exit__(self, *exc: object) -> bool:
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            mpsrt.set_device(self.prev_idx)
+        return False
+
+
 def is_available() -> bool:
     return mpsrt.is_available()
 
