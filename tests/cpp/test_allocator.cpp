@@ -37,10 +37,12 @@
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
+#include "stream_gate.h"
 
 namespace {
 
 using namespace std::chrono_literals;
+using mpsrt::test::StreamGate;
 using Env = std::map<std::string, std::string>;
 using mpsrt::Buffer;
 using mpsrt::detail::Pool;
@@ -206,37 +208,6 @@ uint64_t empty_heap_bytes() {
   }
   return n;
 }
-
-// A host callback that blocks the stream until release() (or a 20 s safety timeout). The flag
-// is shared with the callback, so it stays valid however the test ends; the destructor
-// releases the stream.
-class StreamGate {
- public:
-  StreamGate() : open_(std::make_shared<std::atomic<bool>>(false)) {}
-  ~StreamGate() { release(); }
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
-
-  // Encodes the blocking callback on `s` and commits it.
-  void block(StreamImpl& s) {
-    std::shared_ptr<std::atomic<bool>> open = open_;
-    s.encode(
-        {mpsrt::detail::prof::Op::Callback},
-        [open](mpsrt::backend::CommandBuffer& cb) {
-          cb.host_callback([open] {
-            const auto until = std::chrono::steady_clock::now() + 20s;
-            while (!open->load() && std::chrono::steady_clock::now() < until) {
-              std::this_thread::sleep_for(1ms);
-            }
-          });
-        },
-        mpsrt::SyncType::Commit);
-  }
-  void release() { open_->store(true); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> open_;
-};
 
 class AllocatorTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -17,6 +17,7 @@
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
+#include "stream_gate.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ using mpsrt::Buffer;
 using mpsrt::RandomSpec;
 using mpsrt::detail::Runtime;
 using mpsrt::detail::StreamImpl;
+using mpsrt::test::StreamGate;
 
 constexpr size_t kKiB = size_t(1) << 10;
 constexpr size_t kMiB = size_t(1) << 20;
@@ -45,33 +47,6 @@ void set_bytes(Buffer& b, uint8_t v) {
   std::vector<uint8_t> host(b.nbytes(), v);
   b.copy_from_host(host.data(), host.size());
 }
-
-// Blocks a stream with a host callback until released (or 20 s pass).
-class StreamGate {
- public:
-  StreamGate() : open_(std::make_shared<std::atomic<bool>>(false)) {}
-  ~StreamGate() { release(); }
-  StreamGate(const StreamGate&) = delete;
-  StreamGate& operator=(const StreamGate&) = delete;
-  void block(StreamImpl& s) {
-    std::shared_ptr<std::atomic<bool>> open = open_;
-    s.encode(
-        {mpsrt::detail::prof::Op::Callback},
-        [open](mpsrt::backend::CommandBuffer& cb) {
-          cb.host_callback([open] {
-            const auto until = std::chrono::steady_clock::now() + 20s;
-            while (!open->load() && std::chrono::steady_clock::now() < until) {
-              std::this_thread::sleep_for(1ms);
-            }
-          });
-        },
-        mpsrt::SyncType::Commit);
-  }
-  void release() { open_->store(true); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> open_;
-};
 
 class ViewTest : public ::testing::TestWithParam<std::string> {
  protected:
