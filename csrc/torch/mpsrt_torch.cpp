@@ -319,19 +319,10 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
                                std::optional<bool>, std::optional<at::MemoryFormat> mf) {
   auto d = device && device->has_index() ? device->index() : current_index();
   check_index(d);
-  c10::impl::VirtualGuardImpl guard(kDev);
-  auto prev = guard.exchangeDevice(c10::Device(kDev, d));
-  at::Tensor t;
-  try {
-    t = at::detail::empty_generic(size, &g_allocator,
-                                  c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                  c10::dtype_or_default(dtype), mf);
-  } catch (...) {
-    guard.uncheckedSetDevice(prev);
-    throw;
-  }
-  guard.uncheckedSetDevice(prev);
-  return t;
+  const c10::DeviceGuard guard(c10::Device(kDev, d));  // restores the device on any exit
+  return at::detail::empty_generic(size, &g_allocator,
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), mf);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -339,19 +330,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::Device> device, std::optional<bool>) {
   auto d = device && device->has_index() ? device->index() : current_index();
   check_index(d);
-  c10::impl::VirtualGuardImpl guard(kDev);
-  auto prev = guard.exchangeDevice(c10::Device(kDev, d));
-  at::Tensor t;
-  try {
-    t = at::detail::empty_strided_generic(size, stride, &g_allocator,
-                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                          c10::dtype_or_default(dtype));
-  } catch (...) {
-    guard.uncheckedSetDevice(prev);
-    throw;
-  }
-  guard.uncheckedSetDevice(prev);
-  return t;
+  const c10::DeviceGuard guard(c10::Device(kDev, d));  // restores the device on any exit
+  return at::detail::empty_strided_generic(size, stride, &g_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -369,10 +351,8 @@ void grow_storage_to_fit(const at::Tensor& self) {
   size_t need = at::detail::computeStorageNbytes(impl->sizes(), impl->strides(),
                                                  self.dtype().itemsize(), impl->storage_offset());
   if (need > self.storage().nbytes()) {
-    c10::impl::VirtualGuardImpl guard(kDev);
-    auto prev = guard.exchangeDevice(self.device());
+    const c10::DeviceGuard guard(self.device());
     at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), need);
-    guard.uncheckedSetDevice(prev);
   }
 }
 
@@ -590,20 +570,12 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (a.alias.storage().data() != a.original.storage().data()) break;
       return view_on(a.original.storage(), r, a.original.key_set());
     }
-    c10::impl::VirtualGuardImpl guard(kDev);
-    auto prev = guard.exchangeDevice(c10::Device(kDev, d));
-    at::Tensor out;
-    try {
-      out = r.is_non_overlapping_and_dense()
-                ? empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt,
-                                c10::Device(kDev, d), std::nullopt)
-                : empty_memory_format(r.sizes(), r.scalar_type(), std::nullopt,
-                                      c10::Device(kDev, d), std::nullopt, std::nullopt);
-    } catch (...) {
-      guard.uncheckedSetDevice(prev);
-      throw;
-    }
-    guard.uncheckedSetDevice(prev);
+    // Both allocate on device d under their own device guard.
+    at::Tensor out = r.is_non_overlapping_and_dense()
+                         ? empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt,
+                                         c10::Device(kDev, d), std::nullopt)
+                         : empty_memory_format(r.sizes(), r.scalar_type(), std::nullopt,
+                                               c10::Device(kDev, d), std::nullopt, std::nullopt);
     if (r.numel() > 0) cpu_alias(out).copy_(r);
     return out;
   };
