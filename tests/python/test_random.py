@@ -4,6 +4,8 @@ statistics, state handling, independence from threads/ISA/streams, bad inputs.""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import mpsrt
 import numpy as np
@@ -214,6 +216,24 @@ def test_state_all_and_generators(runtime_env) -> None:
         assert isinstance(g.seed(), int)
 
 
+def _draws_under_every_setting(
+    runtime_env: Any, draw: Callable[[], list[Any]]
+) -> Iterator[tuple[dict[str, int | str], list[Any]]]:
+    """(env, draw()) in a runtime re-created with 1 and 2 threads and, on cpu, each instruction
+    set this CPU has (one it lacks is skipped after checking the refusal says so)."""
+    settings: list[dict[str, int | str]] = [{"MPSRT_CPU_THREADS": 1}, {"MPSRT_CPU_THREADS": 2}]
+    if mpsrt.backend() == "cpu":
+        settings += [{"MPSRT_CPU_ISA": "scalar"}, {"MPSRT_CPU_ISA": "avx2"}]
+    for env in settings:
+        try:
+            with runtime_env(**env):
+                got = draw()
+        except ValueError as e:  # an instruction set this CPU lacks
+            assert "not supported" in str(e)
+            continue
+        yield env, got
+
+
 def test_results_do_not_depend_on_threads_isa_or_stream(runtime_env) -> None:
     def draw() -> list[np.ndarray]:
         g = _gen(99, 5)
@@ -228,16 +248,7 @@ def test_results_do_not_depend_on_threads_isa_or_stream(runtime_env) -> None:
         return out
 
     ref = draw()
-    settings = [{"MPSRT_CPU_THREADS": 1}, {"MPSRT_CPU_THREADS": 2}]
-    if mpsrt.backend() == "cpu":
-        settings += [{"MPSRT_CPU_ISA": "scalar"}, {"MPSRT_CPU_ISA": "avx2"}]
-    for env in settings:
-        try:
-            with runtime_env(**env):
-                got = draw()
-        except ValueError as e:  # an instruction set this CPU lacks
-            assert "not supported" in str(e)
-            continue
+    for env, got in _draws_under_every_setting(runtime_env, draw):
         for i, (a, b) in enumerate(zip(ref, got)):
             if i == 4:  # normal: libm may differ, within 2 ulp of float32
                 np.testing.assert_array_max_ulp(a, b, maxulp=2)
@@ -580,16 +591,7 @@ def test_new_dtypes_do_not_depend_on_threads_isa_or_stream(runtime_env) -> None:
         return [b._raw().tobytes() for b in out]
 
     ref = draw()
-    settings = [{"MPSRT_CPU_THREADS": 1}, {"MPSRT_CPU_THREADS": 2}]
-    if mpsrt.backend() == "cpu":
-        settings += [{"MPSRT_CPU_ISA": "scalar"}, {"MPSRT_CPU_ISA": "avx2"}]
-    for env in settings:
-        try:
-            with runtime_env(**env):
-                got = draw()
-        except ValueError as e:  # an instruction set this CPU lacks
-            assert "not supported" in str(e)
-            continue
+    for env, got in _draws_under_every_setting(runtime_env, draw):
         for i, (a, b) in enumerate(zip(ref, got)):
             assert a == b, (env, i)
 
