@@ -123,6 +123,11 @@ RngState Generator::get_state() const {
 void Generator::set_state(const uint8_t* data, size_t size) {
   live(impl_).set_state(data, size);
 }
+uint64_t Generator::random_u64() {
+  const auto [seed, first] = live(impl_).reserve(2);
+  const philox::Words w = philox::block(seed, first);
+  return static_cast<uint64_t>(w.w[0]) | (static_cast<uint64_t>(w.w[1]) << 32);
+}
 Generator Generator::clone_state() const {
   const auto [seed, offset] = live(impl_).seed_and_offset();
   return Generator(std::make_shared<detail::GeneratorImpl>(seed, offset), device_);

@@ -24,6 +24,7 @@
 #include "core/spin_lock.h"
 #include "mpsrt/error.h"
 #include "mpsrt/profiler.h"
+#include "mpsrt/stream.h"
 
 namespace mpsrt::detail::prof {
 
@@ -205,7 +206,7 @@ Snapshot snapshot(Runtime* rt) {
 void print_statistics_locked(Runtime* rt) {
   const uint32_t log = g_log.load(std::memory_order_relaxed);
   const Snapshot s = snapshot(rt);
-  if ((log & (kLogAllStats | kLogOperationStats | kLogCopyStats)) != 0) {
+  if ((log & (kLogAllStats | kLogOperationStats | kLogCopyStats | kLogCpuFallbackStats)) != 0) {
     std::fputs(format_statistics(s, log).c_str(), stderr);
   }
   if (s.dropped() != 0) {
@@ -512,7 +513,8 @@ uint64_t Snapshot::dropped() const {
 }
 
 std::string_view record_name(const ThreadRecords& t, const Record& r) {
-  if (r.kind == Kind::Mark || r.kind == Kind::Range || r.kind == Kind::AsyncRange) {
+  if (r.kind == Kind::Mark || r.kind == Kind::Range || r.kind == Kind::AsyncRange ||
+      r.kind == Kind::HostOp) {
     return t.strings[r.name];
   }
   switch (r.kind) {
@@ -661,6 +663,29 @@ void range_end(int64_t id) {
     ranges.open.erase(it);
   }
   close_range(r, prof::Kind::AsyncRange, static_cast<uint64_t>(id));
+}
+
+int64_t host_op_begin() noexcept {
+  return MPSRT_LIKELY(prof::flags() == 0) ? 0 : prof::now_ns();
+}
+
+void host_op_end(std::string_view name, const Stream& stream, int64_t begin) {
+  if (begin == 0 || prof::flags() == 0) return;
+  prof::Record r;
+  r.begin = begin;
+  r.end = prof::now_ns();
+  r.kind = prof::Kind::HostOp;
+  r.device = static_cast<uint8_t>(stream.device());
+  r.stream = static_cast<int32_t>(stream.id());
+  prof::with_buffer([&](prof::ThreadBuffer& t) {
+    r.name = t.intern_locked(name);
+    t.push_locked(r);
+  });
+  if ((prof::g_log.load(std::memory_order_relaxed) & prof::kLogCpuFallbackInfo) != 0) {
+    std::fprintf(stderr, "[profiler] host op %.*s: device %d, stream %lld, CPU=%.3f ms\n",
+                 static_cast<int>(name.size()), name.data(), stream.device(),
+                 static_cast<long long>(stream.id()), static_cast<double>(r.end - r.begin) / 1e6);
+  }
 }
 
 TraceSummary export_trace(const std::string& path) {

@@ -21,6 +21,7 @@ enum class Kind : uint8_t {
   Mark,           // host thread: name = string id
   Range,          // host thread: a popped range; name = string id, a = depth
   AsyncRange,     // process: a range_start/range_end range (ended on this thread); a = its id
+  HostOp,         // stream: an operation the host ran in the stream's order; name = string id
   Counter,        // device: a = allocated bytes, b = reserved bytes
   Alloc,          // host thread: a = bytes, b = address, stream = pool
   Free,

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "core/profiler_records.h"
@@ -76,6 +77,7 @@ std::string format_statistics(const Snapshot& s, uint32_t log_bits) {
   std::array<OpStats, static_cast<size_t>(Op::kCount)> ops{};
   uint64_t allocs = 0, frees = 0, heap_allocs = 0, heap_frees = 0, ooms = 0, marks = 0, ranges = 0;
   uint64_t peak_allocated = 0, peak_reserved = 0;
+  std::map<std::string, Times, std::less<>> host_ops;  // by name, sorted
   bool have_device_intervals = false;
   for (const ThreadRecords& t : s.threads) {
     for (const Record& r : t.records) have_device_intervals |= r.kind == Kind::Device;
@@ -125,6 +127,13 @@ std::string format_statistics(const Snapshot& s, uint32_t log_bits) {
         case Kind::AsyncRange:
           ++ranges;
           break;
+        case Kind::HostOp: {
+          const std::string_view name = record_name(t, r);
+          auto it = host_ops.find(name);
+          if (it == host_ops.end()) it = host_ops.emplace(std::string(name), Times{}).first;
+          it->second.add(r.end - r.begin);
+          break;
+        }
         case Kind::CommandBuffer:
         case Kind::EmptyCache:
           break;
@@ -138,6 +147,14 @@ std::string format_statistics(const Snapshot& s, uint32_t log_bits) {
   const bool all = log_bits == 0 || (log_bits & kLogAllStats) != 0;
   if (all || (log_bits & kLogOperationStats) != 0) section(out, "operation", false, ops);
   if (all || (log_bits & kLogCopyStats) != 0) section(out, "copy", true, ops);
+  if ((all || (log_bits & kLogCpuFallbackStats) != 0) && !host_ops.empty()) {
+    appendf(out, "%-40s %8s %13s %12s %11s\n", "host op", "count", "cpu total ms", "cpu mean us",
+            "cpu max us");
+    for (const auto& [name, t] : host_ops) {
+      appendf(out, "%-40.40s %8llu %13.3f %12.3f %11.3f\n", name.c_str(),
+              static_cast<unsigned long long>(t.count), t.total_ms(), t.mean_us(), t.max_us());
+    }
+  }
   if (all) {
     appendf(out,
             "allocator: %llu allocations, %llu frees, %llu heaps created, %llu heaps released, "

@@ -229,6 +229,14 @@ void write_record(Writer& w, const ThreadRecords& t, const Record& r, int host_p
         w.ch('}');
       }
       break;
+    case Kind::HostOp:
+      interval(w, name, "host_op", dev_pid, stream_tid, r);
+      w.raw(",\"args\":{\"device\":");
+      w.num(static_cast<int>(r.device));
+      w.raw(",\"stream\":");
+      w.num(static_cast<int64_t>(r.stream));
+      w.raw("}}");
+      break;
     case Kind::Counter:
       for (const auto& [series, value] : {std::pair<const char*, uint64_t>{"allocated", r.a},
                                           std::pair<const char*, uint64_t>{"reserved", r.b}}) {
@@ -287,7 +295,8 @@ profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& pa
     metadata(w, "thread_name", s.pid, t.tid, "name", tname, 0);
     for (const Record& r : t.records) {
       devices.insert(r.device);
-      if (r.kind == Kind::Device || r.kind == Kind::Completion || r.kind == Kind::CommandBuffer) {
+      if (r.kind == Kind::Device || r.kind == Kind::Completion || r.kind == Kind::CommandBuffer ||
+          r.kind == Kind::HostOp) {
         streams.emplace(r.device, r.stream);
       }
     }

@@ -10,6 +10,8 @@
 #include "mpsrt/device.h"
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
+#include "mpsrt/generator.h"
+#include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
 
@@ -53,6 +55,15 @@ MpsrtStream* handle(const Stream& s) {
 }
 Event* ev(MpsrtEvent* e) {
   return reinterpret_cast<Event*>(e);
+}
+
+// A handle's generator, or the device's default one (looked up now: a runtime reset makes new
+// default generators).
+Generator gen(MpsrtGenerator* g, int device) {
+  return g != nullptr ? *reinterpret_cast<Generator*>(g) : Generator::default_generator(device);
+}
+MpsrtGenerator* handle(Generator g) {
+  return reinterpret_cast<MpsrtGenerator*>(new Generator(std::move(g)));
 }
 
 int query_to_int(MpsrtStatus st, bool done) {
@@ -180,6 +191,98 @@ const MpsrtCApi kApi = {
     [](MpsrtEvent* e) noexcept { return guarded([&] { ev(e)->synchronize(); }); },
     [](MpsrtEvent* start, MpsrtEvent* end, double* ms) noexcept {
       return guarded([&] { *ms = ev(start)->elapsed_time(*ev(end)); });
+    },
+    // ---- version 2: generators and random fills
+    [](int device, MpsrtGenerator** out) noexcept {
+      return guarded([&] { *out = handle(Generator(device)); });
+    },
+    [](MpsrtGenerator* g) noexcept { delete reinterpret_cast<Generator*>(g); },
+    [](MpsrtGenerator* g, int device) noexcept -> int {
+      int d = -1;
+      guarded([&] { d = gen(g, device).device(); });
+      return d;
+    },
+    [](MpsrtGenerator* g, int device, MpsrtGenerator** out) noexcept {
+      return guarded([&] { *out = handle(gen(g, device).clone_state()); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t seed) noexcept {
+      return guarded([&] { gen(g, device).manual_seed(seed); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
+      return guarded([&] { *seed = gen(g, device).seed(); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
+      return guarded([&] { *seed = gen(g, device).initial_seed(); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t* offset) noexcept {
+      return guarded([&] { *offset = gen(g, device).offset(); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t offset) noexcept {
+      return guarded([&] { gen(g, device).set_offset(offset); });
+    },
+    [](MpsrtGenerator* g, int device, uint8_t* out, size_t size) noexcept {
+      return guarded([&] {
+        if (out == nullptr || size != kRngStateSize) {
+          throw std::invalid_argument("[c_api] generator_get_state: needs a buffer of " +
+                                      std::to_string(kRngStateSize) + " bytes, got " +
+                                      std::to_string(out == nullptr ? 0 : size));
+        }
+        const RngState st = gen(g, device).get_state();
+        std::copy(st.begin(), st.end(), out);
+      });
+    },
+    [](MpsrtGenerator* g, int device, const uint8_t* data, size_t size) noexcept {
+      return guarded([&] { gen(g, device).set_state(data, size); });
+    },
+    [](MpsrtGenerator* g, int device, uint64_t* out) noexcept {
+      return guarded([&] { *out = gen(g, device).random_u64(); });
+    },
+    [](MpsrtBuffer* b, size_t offset, uint64_t count, const MpsrtRandomSpec* spec,
+       MpsrtGenerator* g, MpsrtStream* s) noexcept {
+      return guarded([&] {
+        if (spec == nullptr) throw std::invalid_argument("[c_api] random_fill: spec is NULL");
+        RandomSpec rs;
+        rs.op = static_cast<RandomSpec::Op>(spec->op);
+        rs.dtype = static_cast<RandomSpec::DType>(spec->dtype);
+        if (spec->op < 0 || spec->op > 255 || spec->dtype < 0 || spec->dtype > 255 ||
+            !random_supported(rs.op, rs.dtype)) {
+          throw std::invalid_argument("[c_api] random_fill: op " + std::to_string(spec->op) +
+                                      " cannot write dtype " + std::to_string(spec->dtype));
+        }
+        rs.a = spec->a;
+        rs.b = spec->b;
+        rs.low = spec->low;
+        rs.range = spec->range;
+        rs.p = spec->p;
+        Buffer v = buf(b)->view(offset, buf(b)->nbytes() - std::min(offset, buf(b)->nbytes()));
+        Generator g2 = gen(g, buf(b)->device());
+        random_fill(v, count, rs, g2, Stream(impl(s)));
+      });
+    },
+    [](int op, int dtype) noexcept -> int {
+      if (op < 0 || op > 255 || dtype < 0 || dtype > 255) return 0;
+      return random_supported(static_cast<RandomSpec::Op>(op),
+                              static_cast<RandomSpec::DType>(dtype))
+                 ? 1
+                 : 0;
+    },
+    [](int dtype, int64_t* min, uint64_t* max) noexcept {
+      return guarded([&] {
+        const RandomIntBounds r = dtype < 0 || dtype > 255
+                                      ? RandomIntBounds{}
+                                      : random_int_bounds(static_cast<RandomSpec::DType>(dtype));
+        if (r.max == 0) {
+          throw std::invalid_argument("[c_api] random_int_bounds: no dtype " +
+                                      std::to_string(dtype));
+        }
+        *min = r.min;
+        *max = r.max;
+      });
+    },
+    // profiler
+    []() noexcept -> int64_t { return profiler::host_op_begin(); },
+    [](const char* name, MpsrtStream* s, int64_t begin) noexcept {
+      guarded([&] { profiler::host_op_end(name ? name : "", Stream(impl(s)), begin); });
     },
 };
 

@@ -5,22 +5,31 @@
 // only (include/mpsrt/c_api.h): the process keeps ONE runtime, the one mpsrt._C holds.
 //
 // What it registers: a DeviceGuardImpl (devices, torch.Stream <-> mpsrt streams, torch.Event
-// <-> mpsrt events), a c10::DeviceAllocator over mpsrt's caching allocator, PrivateUse1 hooks,
-// and operators: empty/empty_strided/as_strided/view/resize_/set_ natively, fills and
-// device-to-device copies on mpsrt's own kernels, host<->device copies, and a boxed fallback
-// that runs every other aten operator's CPU kernel on CPU tensors that alias the device memory
-// (host-visible memory only), after the current stream's queued work.
+// <-> mpsrt events), a c10::DeviceAllocator over mpsrt's caching allocator, PrivateUse1 hooks
+// (generators: mpsrt's Philox generators), and operators: empty/empty_strided/as_strided/
+// resize_/set_ natively; fills, device-to-device copies and the random ops (uniform_, normal_,
+// random_, bernoulli_, native_dropout) on mpsrt's own kernels on the current stream;
+// host<->device copies; and a boxed fallback that runs every other aten operator's CPU kernel on
+// CPU tensors that alias the device memory (host-visible memory only), after the current
+// stream's queued work, with the CPU allocations it makes served by mpsrt (so new outputs are
+// mpsrt memory already), each op a named interval in an mpsrt profiler session.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/ones_like.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -154,6 +163,114 @@ struct Allocator final : c10::DeviceAllocator {
 Allocator g_allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator)
 
+// ------------------------------------------------------------------ generators
+// A torch.Generator on the mpsrt device: one of mpsrt's Philox generators. The default
+// generator of a device holds no handle and names "the device's default generator" at each
+// call, so torch's default generator and mpsrt's (mpsrt.manual_seed, mpsrt.rand) are one.
+struct MpsrtGeneratorImpl final : c10::GeneratorImpl {
+  MpsrtGeneratorImpl(c10::DeviceIndex d, MpsrtGenerator* handle)
+      : c10::GeneratorImpl(c10::Device(kDev, d),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        handle_(handle) {}
+  ~MpsrtGeneratorImpl() override {
+    if (handle_ != nullptr && g_api != nullptr) g_api->generator_destroy(handle_);
+  }
+  static c10::DeviceType device_type() { return kDev; }
+  MpsrtGenerator* handle() const { return handle_; }
+  int index() const { return device_.index(); }
+
+  void set_current_seed(uint64_t seed) override {
+    check(api().generator_manual_seed(handle_, index(), seed));
+  }
+  void set_offset(uint64_t offset) override {
+    check(api().generator_set_offset(handle_, index(), offset));
+  }
+  uint64_t get_offset() const override {
+    uint64_t v = 0;
+    check(api().generator_offset(handle_, index(), &v));
+    return v;
+  }
+  uint64_t current_seed() const override {
+    uint64_t v = 0;
+    check(api().generator_initial_seed(handle_, index(), &v));
+    return v;
+  }
+  uint64_t seed() override {
+    uint64_t v = 0;
+    check(api().generator_seed(handle_, index(), &v));
+    return v;
+  }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && state.is_contiguous() &&
+                    state.device().is_cpu(),
+                "[torch] an mpsrt generator's state is a contiguous uint8 CPU tensor of 44 bytes "
+                "(get_state()'s), got ",
+                state.dtype(), " on ", state.device());
+    TORCH_CHECK(state.numel() == 44,
+                "RNG state is wrong size: an mpsrt generator's state has 44 "
+                "bytes, got ",
+                state.numel());
+    check(
+        api().generator_set_state(handle_, index(), static_cast<const uint8_t*>(state.data()), 44));
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    auto t = at::empty({44}, c10::TensorOptions().dtype(at::kByte));
+    check(api().generator_get_state(handle_, index(), t.mutable_data_ptr<uint8_t>(), 44));
+    return t.getIntrusivePtr();
+  }
+
+ private:
+  MpsrtGeneratorImpl* clone_impl() const override {
+    MpsrtGenerator* h = nullptr;
+    check(api().generator_clone_state(handle_, index(), &h));
+    return new MpsrtGeneratorImpl(device_.index(), h);
+  }
+  MpsrtGenerator* handle_;  // owned; nullptr: the device's default generator
+};
+
+const at::Generator& default_generator(c10::DeviceIndex d) {
+  if (d < 0) d = current_index();
+  check_index(d);
+  static std::mutex mu;
+  static std::array<at::Generator, 64> gens;  // c10::DeviceIndex is int8: at most 127 devices
+  TORCH_CHECK(d < static_cast<c10::DeviceIndex>(gens.size()), "[torch] device index ",
+              static_cast<int>(d), " is past the 64 devices the mpsrt PyTorch device supports");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!gens[d].defined()) gens[d] = at::make_generator<MpsrtGeneratorImpl>(d, nullptr);
+  return gens[d];
+}
+
+at::Generator new_generator(c10::DeviceIndex d) {
+  if (d < 0) d = current_index();
+  check_index(d);
+  MpsrtGenerator* h = nullptr;
+  check(api().generator_create(d, &h));
+  return at::make_generator<MpsrtGeneratorImpl>(d, h);
+}
+
+// The mpsrt generator an op draws from on `device`: the given one (which must be an mpsrt
+// generator on that device) or the device's default.
+MpsrtGeneratorImpl* generator_for(const std::optional<at::Generator>& gen, c10::Device device) {
+  if (!gen.has_value() || !gen->defined()) {
+    return static_cast<MpsrtGeneratorImpl*>(
+        default_generator(device.index()).unsafeGetGeneratorImpl());
+  }
+  TORCH_CHECK(gen->device().type() == kDev, "Expected a '", c10::Device(kDev),
+              "' device type for generator but found '", gen->device().type(), "'");
+  TORCH_CHECK_VALUE(gen->device().index() == device.index(), "[torch] the generator is on ",
+                    gen->device(), " but the tensor is on ", device,
+                    "; use a generator of the tensor's device");
+  return static_cast<MpsrtGeneratorImpl*>(gen->unsafeGetGeneratorImpl());
+}
+
+// For random ops mpsrt has no kernel for: a CPU generator seeded from the mpsrt generator's
+// stream (64 bits of it), so that those ops too follow torch.mpsrt.manual_seed.
+at::Generator cpu_generator_from(MpsrtGeneratorImpl* g) {
+  uint64_t seed = 0;
+  check(api().generator_random_u64(g->handle(), g->index(), &seed));
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
 // ------------------------------------------------------------------ device guard
 struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kDev; }
@@ -261,11 +378,10 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
     return exchangeDevice(d);
   }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false,
-                                "[torch] generators on the mpsrt device are not supported yet; "
-                                "random ops on mpsrt tensors draw from torch's CPU generator");
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return default_generator(d);
   }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override { return new_generator(d); }
   at::Device getDeviceFromPtr(void*) const override { return {kDev, current_index()}; }
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
@@ -472,6 +588,168 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   return self;
 }
 
+// ------------------------------------------------------------------ random ops
+// mpsrt's random kernels on the current stream, from mpsrt's generators: with
+// torch.mpsrt.manual_seed(s), torch.rand(n, device="mpsrt") equals mpsrt.rand(n) bit for bit
+// (same Philox words, same word-to-value mapping). Dtypes mpsrt cannot write (complex, ...)
+// run torch's CPU kernel with a CPU generator seeded from the mpsrt generator.
+enum RandomOp { kUniform = 1, kNormal = 2, kIntRange = 3, kBernoulli = 4 };
+
+// torch's dtype as mpsrt's RandomSpec::DType value; -1 when mpsrt has none.
+int random_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kByte:
+      return 0;
+    case at::kInt:
+      return 1;
+    case at::kLong:
+      return 2;
+    case at::kUInt32:
+      return 3;
+    case at::kHalf:
+      return 4;
+    case at::kBFloat16:
+      return 5;
+    case at::kFloat:
+      return 6;
+    case at::kDouble:
+      return 7;
+    case at::kBool:
+      return 8;
+    case at::kChar:
+      return 9;
+    case at::kShort:
+      return 10;
+    case at::kUInt16:
+      return 11;
+    case at::kUInt64:
+      return 12;
+    default:
+      return -1;
+  }
+}
+
+// Fills `self` with mpsrt's kernel when it can write self's dtype (true); false: it cannot.
+bool mpsrt_random(const at::Tensor& self, MpsrtRandomSpec spec,
+                  const std::optional<at::Generator>& gen) {
+  spec.dtype = random_dtype(self.scalar_type());
+  if (spec.dtype < 0 || api().random_supported(spec.op, spec.dtype) == 0) return false;
+  MpsrtGeneratorImpl* g = generator_for(gen, self.device());
+  if (self.numel() == 0) return true;
+  const c10::DeviceGuard guard(self.device());
+  MpsrtStream* stream = api().stream_current(self.device().index());
+  size_t off = 0;
+  MpsrtBuffer* b = buffer_of(self, &off);
+  if (b != nullptr && self.is_contiguous()) {
+    check(
+        api().random_fill(b, off, static_cast<uint64_t>(self.numel()), &spec, g->handle(), stream));
+    return true;
+  }
+  // Strided: the numbers in a contiguous tensor, then copied into place (in stream order).
+  at::Tensor tmp = at::empty(self.sizes(), self.options());
+  MpsrtBuffer* tb = buffer_of(tmp, &off);
+  check(api().random_fill(tb, off, static_cast<uint64_t>(tmp.numel()), &spec, g->handle(), stream));
+  const_cast<at::Tensor&>(self).copy_(tmp);
+  return true;
+}
+
+// torch's CPU kernel on an alias of `self`, with a CPU generator seeded from the mpsrt one.
+template <class F>
+void cpu_random(const at::Tensor& self, const std::optional<at::Generator>& gen, F&& f) {
+  at::Generator cg = cpu_generator_from(generator_for(gen, self.device()));
+  sync_current(self.device().index());
+  f(cpu_alias(self), cg);
+}
+
+MpsrtRandomSpec random_spec(int op) {
+  MpsrtRandomSpec s{};
+  s.op = op;
+  s.b = 1.0;
+  s.range = 1;
+  s.p = 0.5;
+  return s;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  MpsrtRandomSpec spec = random_spec(kUniform);
+  spec.a = from;
+  spec.b = to;
+  if (!mpsrt_random(self, spec, gen))
+    cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.uniform_(from, to, cg); });
+  return self;
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  MpsrtRandomSpec spec = random_spec(kNormal);
+  spec.a = mean;
+  spec.b = std;
+  if (!mpsrt_random(self, spec, gen))
+    cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.normal_(mean, std, cg); });
+  return self;
+}
+
+// random_(from, to): [from, to); to = None: up to torch's default bound for the dtype.
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                        std::optional<at::Generator> gen) {
+  MpsrtRandomSpec spec = random_spec(kIntRange);
+  spec.low = from;
+  const int d = random_dtype(self.scalar_type());
+  if (to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from,
+                " >= to=", *to);
+    spec.range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else if (d >= 0) {
+    int64_t lo = 0;
+    uint64_t hi = 0;
+    check(api().random_int_bounds(d, &lo, &hi));
+    TORCH_CHECK(from < 0 || static_cast<uint64_t>(from) < hi,
+                "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", hi);
+    spec.range = hi - static_cast<uint64_t>(from);
+  }
+  if (!mpsrt_random(self, spec, gen))
+    cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.random_(from, to, cg); });
+  return self;
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return random_from(self, 0, to, std::move(gen));
+}
+
+at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
+  if (random_dtype(self.scalar_type()) < 0) {
+    cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.random_(cg); });
+    return self;
+  }
+  return random_from(self, 0, std::nullopt, std::move(gen));
+}
+
+at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  MpsrtRandomSpec spec = random_spec(kBernoulli);
+  spec.p = p;
+  if (!mpsrt_random(self, spec, gen))
+    cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.bernoulli_(p, cg); });
+  return self;
+}
+
+// dropout's kernel (torch picks native_dropout for PrivateUse1 devices): the mask from mpsrt's
+// bernoulli kernel (bool, 1 = kept), the output input * mask / (1 - p), as torch's CPU kernel.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train) {
+  auto bool_opts = input.options().dtype(at::kBool);
+  if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, bool_opts)};
+  if (input.numel() == 0) return {input, at::empty_like(input, bool_opts)};
+  TORCH_CHECK(0 <= p && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  const double keep = 1.0 - p;
+  const double scale = keep == 0 ? 0.0 : 1.0 / keep;
+  at::Tensor mask = at::empty_like(input, bool_opts, at::MemoryFormat::Contiguous);
+  mask.bernoulli_(keep);
+  return {input.mul(mask).mul_(scale), mask};
+}
+
 // ------------------------------------------------------------------ the boxed fallback
 struct Aliased {
   at::Tensor original;
@@ -502,16 +780,64 @@ void write_back(const Aliased& a) {
   cpu_alias(a.original).copy_(a.alias);
 }
 
+// CPU allocations made by a CPU kernel the fallback runs come from mpsrt's caching allocator
+// (host-visible memory), so that a new output already lies in device memory and becomes the
+// mpsrt tensor without a copy. Only on the thread running the kernel, only while it runs:
+// c10's CPU allocator is replaced once by this one, which hands every other allocation to the
+// allocator it replaced.
+thread_local int t_capture_device = -1;
+
+struct CaptureAllocator final : c10::Allocator {
+  c10::Allocator* base = nullptr;
+  c10::DataPtr allocate(size_t nbytes) override {
+    const int d = t_capture_device;
+    if (d >= 0 && nbytes > 0 && g_api != nullptr) {
+      MpsrtBuffer* b = nullptr;
+      void* host = nullptr;
+      if (g_api->buffer_alloc(nbytes, d, &b, &host) == MPSRT_OK) {
+        if (host != nullptr) return {host, b, &free_buffer, c10::Device(c10::kCPU)};
+        g_api->buffer_free(b);
+      }
+      // Out of device memory (or not host-visible): the kernel's allocation goes to the host;
+      // the fallback copies such an output into the device, where its own allocation reports
+      // the out-of-memory error torch expects.
+    }
+    return base->allocate(nbytes);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return base->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+CaptureAllocator g_capture;
+
+struct CaptureScope {
+  int previous;
+  explicit CaptureScope(int device) : previous(t_capture_device) { t_capture_device = device; }
+  ~CaptureScope() { t_capture_device = previous; }
+};
+
+bool is_generator_arg(const c10::Argument& a) {
+  const auto& t = a.type();
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  return t->kind() == c10::TypeKind::OptionalType &&
+         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
 // Every aten operator without a kernel above: its CPU kernel on CPU tensors aliasing the device
-// memory (zero-copy for inputs and for outputs that alias inputs); new outputs are copied once
-// into mpsrt memory. Device arguments naming mpsrt (factory ops) are run on cpu and moved.
+// memory (zero-copy for inputs and for outputs that alias inputs; new outputs are allocated in
+// mpsrt memory by the kernel itself, through CaptureAllocator). Device arguments naming mpsrt
+// (factory ops) are run on cpu. A random op's generator (None or an mpsrt generator) becomes a
+// CPU generator seeded from the mpsrt generator. In a profiler session the op is an interval
+// named after it on the current stream's track.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const size_t n = args.size();
   const size_t begin = stack->size() - n;
   std::vector<Aliased> seen;
-  c10::optional<c10::Device> device;
+  std::optional<c10::Device> device;
+  int generator_arg = -1;
   for (size_t i = 0; i < n; ++i) {
     auto& iv = (*stack)[begin + i];
     bool written = args[i].alias_info() && args[i].alias_info()->isWrite();
@@ -544,6 +870,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else if (iv.isDevice() && iv.toDevice().type() == kDev) {
       device = iv.toDevice();
       iv = c10::IValue(c10::Device(c10::kCPU));
+    } else if ((iv.isNone() || (iv.isGenerator() && iv.toGenerator().device().type() == kDev)) &&
+               is_generator_arg(args[i])) {
+      generator_arg = static_cast<int>(i);
     }
   }
   if (!device) {
@@ -552,16 +881,53 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   auto d = device->has_index() ? device->index() : current_index();
-  sync_current(d);
-  op.callBoxed(stack);
+  if (generator_arg >= 0) {
+    auto& iv = (*stack)[begin + generator_arg];
+    std::optional<at::Generator> g;
+    if (iv.isGenerator()) g = iv.toGenerator();
+    iv = c10::IValue(cpu_generator_from(generator_for(g, c10::Device(kDev, d))));
+  }
+  MpsrtStream* stream = api().stream_current(d);
+  check(api().stream_synchronize(stream));
+  const int64_t t0 = api().host_op_begin();
+  {
+    const CaptureScope capture(d);
+    op.callBoxed(stack);
+  }
+  if (t0 != 0) api().host_op_end(schema.name().c_str(), stream, t0);
 
   for (const auto& a : seen)
     if (a.written) write_back(a);
 
   // Returns: an alias of an argument becomes a view of that argument's device storage (the
-  // argument itself when the op returns it, as in-place and out= ops do); new memory is copied.
+  // argument itself when the op returns it, as in-place and out= ops do); a new output in mpsrt
+  // memory becomes an mpsrt tensor over that memory (its storage handed over, shared by every
+  // return that views it); anything else (host memory) is copied into a new mpsrt tensor.
   const size_t nret = schema.returns().size();
   const size_t rbegin = stack->size() - nret;
+  std::vector<std::pair<const c10::StorageImpl*, c10::Storage>> adopted;
+  auto adopt = [&](const at::Tensor& r) -> std::optional<c10::Storage> {
+    auto* simpl = r.storage().unsafeGetStorageImpl();
+    for (const auto& [k, v] : adopted)
+      if (k == simpl) return v;
+    const auto& dp = r.storage().data_ptr();
+    if (dp.get_deleter() != &free_buffer || r.storage().data() == nullptr) return std::nullopt;
+    // Hand the memory over only when nothing but this op's returns holds the CPU storage.
+    size_t holders = 0;
+    for (size_t i = 0; i < nret; ++i) {
+      const auto& iv = (*stack)[rbegin + i];
+      if (iv.isTensor() && iv.toTensor().defined() &&
+          iv.toTensor().storage().unsafeGetStorageImpl() == simpl)
+        ++holders;
+    }
+    if (static_cast<size_t>(r.storage().use_count()) != holders) return std::nullopt;
+    c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    taken.unsafe_set_device(c10::Device(kDev, d));
+    c10::Storage st(c10::Storage::use_byte_size_t(), simpl->nbytes(), std::move(taken),
+                    &g_allocator, /*resizable=*/true);
+    adopted.emplace_back(simpl, st);
+    return st;
+  };
   auto to_device = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined() || !r.device().is_cpu()) return r;
     for (const auto& a : seen) {
@@ -569,6 +935,13 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (r.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;
       if (a.alias.storage().data() != a.original.storage().data()) break;
       return view_on(a.original.storage(), r, a.original.key_set());
+    }
+    if (auto st = adopt(r)) {
+      // Not a view (no base): the constructor that adds autograd's keys for the backend.
+      auto out = at::detail::make_tensor<c10::TensorImpl>(
+          c10::Storage(*st), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+      out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+      return out;
     }
     // Both allocate on device d under their own device guard.
     at::Tensor out = r.is_non_overlapping_and_dense()
@@ -593,12 +966,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void init(int64_t api_address) {
   auto* table = reinterpret_cast<const MpsrtCApi*>(static_cast<intptr_t>(api_address));
-  TORCH_CHECK(table != nullptr && table->version >= 1 && table->size >= sizeof(MpsrtCApi),
+  TORCH_CHECK(table != nullptr && table->version >= 2 && table->size >= sizeof(MpsrtCApi),
               "[torch] mpsrt's C API table is older than this glue (version ",
-              table ? table->version : 0, ", need 1); reinstall mpsrt");
+              table ? table->version : 0, ", need 2); reinstall mpsrt");
   g_api = table;
   static bool hooks_registered = [] {
     at::RegisterPrivateUse1HooksInterface(new Hooks());
+    g_capture.base = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(&g_capture, /*priority=*/1);
     return true;
   }();
   (void)hooks_registered;
@@ -622,6 +997,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("fill_.Scalar", &fill_scalar);
+  m.impl("uniform_", &uniform_);
+  m.impl("normal_", &normal_);
+  m.impl("random_.from", &random_from);
+  m.impl("random_.to", &random_to);
+  m.impl("random_", &random_default);
+  m.impl("bernoulli_.float", &bernoulli_float);
+  m.impl("native_dropout", &native_dropout);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -8,6 +8,7 @@ host-visible the operator tests skip with that reason. The glue is compiled at t
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import subprocess
 import sys
@@ -151,28 +152,33 @@ def test_autograd_and_optimizer(host_visible: None) -> None:
         torch.testing.assert_close(p.cpu(), q, rtol=0, atol=1e-6)
 
 
-def _encoder_run(device: str, train: bool) -> torch.Tensor:
+def _encoder_run(device: str, train: bool, mpsrt_rng: bool = False) -> torch.Tensor:
     # The issue's seed workload (TransformerEncoder, 10 forward passes), scaled down in width so
-    # that the suite stays fast; examples/torch_device.py runs it at full size.
+    # that the suite stays fast; examples/torch_device.py runs it at full size. mpsrt_rng: the
+    # forward passes (not the weights' initialisation, done on cpu for both devices) draw
+    # dropout's masks from mpsrt's generator on cpu too.
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(64, 4, 128)
     model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
     model.train(train)
-    for _ in range(10):
-        res = model(torch.zeros(32, 64).to(device))
+    with mpsrt.torch.cpu_reference_rng() if mpsrt_rng else contextlib.nullcontext():
+        for _ in range(10):
+            res = model(torch.zeros(32, 64).to(device))
     return res.detach().cpu()
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 def test_seed_workload_matches_cpu(host_visible: None, train: bool) -> None:
-    # train: dropout runs the CPU kernel on aliases, drawing from torch's CPU generator, so
-    # the same torch.manual_seed gives the same masks as on CPU.
+    # train: dropout's masks come from mpsrt's Philox generator on the device; the CPU run
+    # draws the same masks from it under cpu_reference_rng(), so the outputs still agree.
     gc.collect()
     mpsrt.reset_peak_memory_stats()
     allocs = mpsrt.memory_stats()["allocation.all.allocated"]
     with torch.no_grad() if not train else torch.enable_grad():
         on_dev = _encoder_run("mpsrt", train)
-        on_cpu = _encoder_run("cpu", train)
+        on_cpu = _encoder_run("cpu", train, mpsrt_rng=True)
+        if train:  # without mpsrt's masks the CPU run differs: the masks are really mpsrt's
+            assert not torch.allclose(_encoder_run("cpu", train), on_dev, atol=1e-2)
     torch.testing.assert_close(on_dev, on_cpu, rtol=0, atol=1e-4)
     stats = mpsrt.memory_stats()
     assert stats["allocation.all.allocated"] - allocs > 50

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define MPSRT_C_API_VERSION 1
+#define MPSRT_C_API_VERSION 2
 #define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
 
 typedef enum MpsrtStatus {
@@ -35,9 +35,24 @@ typedef enum MpsrtStatus {
   MPSRT_ERR_RUNTIME = 3 /* any other failure */
 } MpsrtStatus;
 
-typedef struct MpsrtBuffer MpsrtBuffer; /* opaque */
-typedef struct MpsrtStream MpsrtStream; /* opaque */
-typedef struct MpsrtEvent MpsrtEvent;   /* opaque */
+typedef struct MpsrtBuffer MpsrtBuffer;       /* opaque */
+typedef struct MpsrtStream MpsrtStream;       /* opaque */
+typedef struct MpsrtEvent MpsrtEvent;         /* opaque */
+typedef struct MpsrtGenerator MpsrtGenerator; /* opaque */
+
+/* What a random fill writes: the fields of mpsrt::RandomSpec (mpsrt/generator.h), with `op`
+ * and `dtype` the values of its enums (op: 0 bits, 1 uniform, 2 normal, 3 integer range,
+ * 4 bernoulli; dtype: 0 uint8, 1 int32, 2 int64, 3 uint32, 4 float16, 5 bfloat16, 6 float32,
+ * 7 float64, 8 bool, 9 int8, 10 int16, 11 uint16, 12 uint64). */
+typedef struct MpsrtRandomSpec {
+  int op;
+  int dtype;
+  double a;       /* uniform: low; normal: mean */
+  double b;       /* uniform: high; normal: std */
+  int64_t low;    /* integer range: [low, low + range) */
+  uint64_t range; /* integer range (>= 1) */
+  double p;       /* bernoulli: probability of 1 */
+} MpsrtRandomSpec;
 
 typedef struct MpsrtCApi {
   uint32_t version;
@@ -92,6 +107,43 @@ typedef struct MpsrtCApi {
   int (*event_query)(MpsrtEvent* event); /* as stream_query */
   MpsrtStatus (*event_synchronize)(MpsrtEvent* event);
   MpsrtStatus (*event_elapsed_ms)(MpsrtEvent* start, MpsrtEvent* end, double* ms);
+
+  /* ---- version 2 ---- */
+  /* generators (mpsrt's Philox generators). Every generator_* call takes (generator, device):
+   * a NULL generator names the device's default generator (device -1: the current device),
+   * looked up at each call; a non-NULL one ignores `device`. A handle from generator_create
+   * or generator_clone_state is owned by the caller (generator_destroy). */
+  MpsrtStatus (*generator_create)(int device, MpsrtGenerator** out);
+  void (*generator_destroy)(MpsrtGenerator* generator);
+  int (*generator_device)(MpsrtGenerator* generator, int device);
+  MpsrtStatus (*generator_clone_state)(MpsrtGenerator* generator, int device, MpsrtGenerator** out);
+  MpsrtStatus (*generator_manual_seed)(MpsrtGenerator* generator, int device, uint64_t seed);
+  /* seeds nondeterministically; *seed: the new seed */
+  MpsrtStatus (*generator_seed)(MpsrtGenerator* generator, int device, uint64_t* seed);
+  MpsrtStatus (*generator_initial_seed)(MpsrtGenerator* generator, int device, uint64_t* seed);
+  MpsrtStatus (*generator_offset)(MpsrtGenerator* generator, int device, uint64_t* offset);
+  MpsrtStatus (*generator_set_offset)(MpsrtGenerator* generator, int device, uint64_t offset);
+  /* the 44-byte state of torch.mps (size must be 44) */
+  MpsrtStatus (*generator_get_state)(MpsrtGenerator* generator, int device, uint8_t* out,
+                                     size_t size);
+  MpsrtStatus (*generator_set_state)(MpsrtGenerator* generator, int device, const uint8_t* data,
+                                     size_t size);
+  /* 64 random bits from the generator's stream (mpsrt::Generator::random_u64) */
+  MpsrtStatus (*generator_random_u64)(MpsrtGenerator* generator, int device, uint64_t* out);
+  /* fills `count` elements at byte `offset` of the buffer on the stream (mpsrt::random_fill);
+   * a NULL generator: the buffer's device's default generator */
+  MpsrtStatus (*random_fill)(MpsrtBuffer* buffer, size_t offset, uint64_t count,
+                             const MpsrtRandomSpec* spec, MpsrtGenerator* generator,
+                             MpsrtStream* stream);
+  /* 1 when op can write dtype (mpsrt::random_supported), else 0 */
+  int (*random_supported)(int op, int dtype);
+  /* the integers an integer-range fill can write into dtype: [*min, *max) (random_int_bounds) */
+  MpsrtStatus (*random_int_bounds)(int dtype, int64_t* min, uint64_t* max);
+
+  /* profiler: an operation the host runs in a stream's order (mpsrt::profiler::host_op_*).
+   * host_op_begin returns 0 when no session runs; host_op_end then records nothing. */
+  int64_t (*host_op_begin)(void);
+  void (*host_op_end)(const char* name, MpsrtStream* stream, int64_t begin);
 } MpsrtCApi;
 
 #ifdef __cplusplus

@@ -44,6 +44,10 @@ class MPSRT_API Generator {
   /// A new generator on the same device with a copy of this one's (seed, offset): the two
   /// then advance independently (torch.Generator.clone_state()).
   Generator clone_state() const;
+  /// 64 random bits from this generator's stream: the first two words of the next Philox
+  /// block (word 0 low), which the offset then moves past. For seeding another generator from
+  /// this one (e.g. a library's own generator for an op mpsrt has no kernel for).
+  uint64_t random_u64();
   int device() const noexcept { return device_; }
   detail::GeneratorImpl* impl() const noexcept { return impl_.get(); }
 

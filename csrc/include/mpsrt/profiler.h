@@ -15,6 +15,10 @@
 
 #include "mpsrt/api.h"
 
+namespace mpsrt {
+class Stream;
+}
+
 namespace mpsrt::profiler {
 
 /// Signpost modes (bits, combinable), as torch.mps.profiler's "interval" and "event".
@@ -50,6 +54,16 @@ MPSRT_API int64_t range_start(std::string_view message);
 /// Ends the range that range_start() returned `id` for, from any thread. Throws
 /// std::invalid_argument when no range with that id is open (never started, or ended already).
 MPSRT_API void range_end(int64_t id);
+
+/// An operation the host runs in a stream's order (the PyTorch device runs each aten operator's
+/// CPU kernel on device memory this way, after the stream's queued work): host_op_begin()
+/// returns its start time, or 0 when no session runs (then host_op_end() records nothing);
+/// host_op_end() records an interval named `name` on the stream's track, beside the device
+/// intervals of the stream's commands, and counts it in the statistics' "host op" section
+/// (MPSRT_LOG_PROFILE_INFO bit 4 logs each, bit 64 prints the section). Cost with no session:
+/// one load each.
+MPSRT_API int64_t host_op_begin() noexcept;
+MPSRT_API void host_op_end(std::string_view name, const Stream& stream, int64_t begin);
 
 /// What an export wrote.
 struct TraceSummary {

@@ -31,6 +31,7 @@ from typing import Any
 import mpsrt
 
 from . import _glue, _module
+from ._reference import cpu_reference_rng
 
 _BACKEND = "mpsrt"
 
@@ -85,4 +86,4 @@ def _register() -> None:
 
 _register()
 
-__all__: list[str] = []
+__all__ = ["cpu_reference_rng"]
