@@ -284,6 +284,7 @@ const MpsrtCApi kApi = {
     [](const char* name, MpsrtStream* s, int64_t begin) noexcept {
       guarded([&] { profiler::host_op_end(name ? name : "", Stream(impl(s)), begin); });
     },
+    [](const MpsrtBuffer* b) noexcept { return guarded([&] { buf(b)->check_owner(); }); },
 };
 
 }  // namespace

@@ -444,8 +444,25 @@ thread_local std::shared_ptr<const StackFrames> t_pending_frames;
 std::atomic<bool> g_recording_frames{false};
 
 // The calling Python code's frames, innermost first (allocation history with stacks).
+std::shared_ptr<const StackFrames> walk_frames();
+
+// Called by the allocator outside its lock. With the GIL held: the frames now. Without it: the
+// frames a binding took before releasing the GIL, or else, on a thread that runs Python code
+// but released the GIL (torch's operators do, before they allocate through the PyTorch device
+// glue), the frames taken by acquiring the GIL for the walk, as torch.cuda's allocator does.
 std::shared_ptr<const StackFrames> capture_frames() {
-  if (!PyGILState_Check()) return t_pending_frames;
+  if (PyGILState_Check()) return walk_frames();
+  if (t_pending_frames || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr ||
+      _Py_IsFinalizing()) {
+    return t_pending_frames;
+  }
+  const PyGILState_STATE st = PyGILState_Ensure();
+  auto frames = walk_frames();
+  PyGILState_Release(st);
+  return frames;
+}
+
+std::shared_ptr<const StackFrames> walk_frames() {
   auto frames = std::make_shared<StackFrames>();
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);

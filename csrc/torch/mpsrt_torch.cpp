@@ -28,6 +28,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -63,6 +64,8 @@ c10::DeviceIndex current_index() {
 
 void check_index(c10::DeviceIndex d) {
   int n = api().device_count();
+  // No devices because the runtime cannot start (e.g. a forked child): mpsrt's reason.
+  TORCH_CHECK(n > 0 || *api().last_error() == '\0', api().last_error());
   TORCH_CHECK_INDEX(d >= 0 && d < n, "The device index is out of range. It must be in [0, ", n,
                     "), but got ", static_cast<int>(d), ".");
 }
@@ -403,6 +406,9 @@ struct Hooks final : at::PrivateUse1HooksInterface {
 // out= argument reallocates it in CPU memory, and the fallback copies the result back.
 at::Tensor cpu_alias(const at::Tensor& t) {
   const auto& st = t.storage();
+  // A tensor made before this process was forked: mpsrt's error (the memory is the parent's).
+  if (st.data_ptr().get_deleter() == &free_buffer)
+    check(api().buffer_check_owner(static_cast<const MpsrtBuffer*>(st.data_ptr().get_context())));
   void* base = const_cast<void*>(st.data());
   TORCH_CHECK(base != nullptr || st.nbytes() == 0,
               "[torch] this mpsrt tensor's memory is not host-visible");
@@ -787,6 +793,14 @@ void write_back(const Aliased& a) {
 // allocator it replaced.
 thread_local int t_capture_device = -1;
 
+// What the fallback did, for tests and tuning (torch.ops.mpsrt_torch._fallback_counts()):
+// operators run, new outputs that were already mpsrt memory, new outputs copied into it.
+std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0};
+
+std::vector<int64_t> fallback_counts() {
+  return {g_fallback_ops.load(), g_outputs_adopted.load(), g_outputs_copied.load()};
+}
+
 struct CaptureAllocator final : c10::Allocator {
   c10::Allocator* base = nullptr;
   c10::DataPtr allocate(size_t nbytes) override {
@@ -890,6 +904,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   MpsrtStream* stream = api().stream_current(d);
   check(api().stream_synchronize(stream));
   const int64_t t0 = api().host_op_begin();
+  g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
     const CaptureScope capture(d);
     op.callBoxed(stack);
@@ -941,8 +956,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto out = at::detail::make_tensor<c10::TensorImpl>(
           c10::Storage(*st), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
       out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+      g_outputs_adopted.fetch_add(1, std::memory_order_relaxed);
       return out;
     }
+    g_outputs_copied.fetch_add(1, std::memory_order_relaxed);
     // Both allocate on device d under their own device guard.
     at::Tensor out = r.is_non_overlapping_and_dense()
                          ? empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt,
@@ -983,6 +1000,7 @@ void init(int64_t api_address) {
 
 TORCH_LIBRARY(mpsrt_torch, m) {
   m.def("_init(int api) -> ()", &init);
+  m.def("_fallback_counts() -> int[]", &fallback_counts);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

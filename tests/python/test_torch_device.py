@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import mpsrt
 import pytest
@@ -333,3 +335,388 @@ def test_load_onto_missing_device_raises(host_visible: None, tmp_path: Path) -> 
         torch.load(path, map_location=f"mpsrt:{n}")
     # a location that only starts with "mps" is not Apple's MPS: it is ours
     assert torch.load(path, map_location="mpsrt").device.type == "mpsrt"
+
+
+# ---------------------------------------------------------------- random numbers
+_RANDOM_CASES = [
+    # (torch call on the device, mpsrt call), each after the same seed
+    (lambda: torch.rand(1000, device="mpsrt"), lambda: mpsrt.rand(1000)),
+    (
+        lambda: torch.rand(257, dtype=torch.float16, device="mpsrt"),
+        lambda: mpsrt.rand(257, dtype="float16"),
+    ),
+    (
+        lambda: torch.empty(300, dtype=torch.bfloat16, device="mpsrt").uniform_(-2, 3),
+        lambda: mpsrt.empty(300, dtype="bfloat16").uniform_(-2, 3),
+    ),
+    (
+        lambda: torch.randn(1001, dtype=torch.float64, device="mpsrt"),
+        lambda: mpsrt.randn(1001, dtype="float64"),
+    ),
+    (
+        lambda: torch.empty(999, device="mpsrt").normal_(3, 0.5),
+        lambda: mpsrt.empty(999, dtype="float32").normal_(3, 0.5),
+    ),
+    (
+        lambda: torch.randint(-5, 17, (1000,), device="mpsrt"),
+        lambda: mpsrt.randint(-5, 17, (1000,)),
+    ),
+    (
+        lambda: torch.randint(7, (500,), dtype=torch.int8, device="mpsrt"),
+        lambda: mpsrt.randint(0, 7, (500,), dtype="int8"),
+    ),
+    (
+        lambda: torch.empty(400, dtype=torch.int16, device="mpsrt").random_(),
+        lambda: mpsrt.empty(400, dtype="int16").random_(),
+    ),
+    (
+        lambda: torch.empty(400, dtype=torch.float32, device="mpsrt").random_(-3, None),
+        lambda: mpsrt.empty(400, dtype="float32").random_(-3, 2**24 + 1),
+    ),
+    (
+        lambda: torch.empty(1000, dtype=torch.bool, device="mpsrt").bernoulli_(0.3),
+        lambda: mpsrt.empty(1000, dtype="bool").bernoulli_(0.3),
+    ),
+    (
+        lambda: torch.empty(1000, dtype=torch.float32, device="mpsrt").bernoulli_(0.75),
+        lambda: mpsrt.empty(1000, dtype="float32").bernoulli_(0.75),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RANDOM_CASES)))
+def test_random_ops_are_mpsrts_numbers(host_visible: None, case: int) -> None:
+    on_torch, on_mpsrt = _RANDOM_CASES[case]
+    torch.mpsrt.manual_seed(11)
+    got = on_torch()
+    assert got.device.type == "mpsrt"
+    mpsrt.manual_seed(11)
+    want = torch.from_dlpack(on_mpsrt())
+    # Bit for bit: the same Philox words through the same kernels (randn included).
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu().view(torch.uint8), want.contiguous().view(torch.uint8))
+    torch.mpsrt.manual_seed(12)
+    assert not torch.equal(on_torch().cpu(), got.cpu())
+
+
+def test_torch_manual_seed_seeds_the_device(host_visible: None) -> None:
+    torch.manual_seed(99)
+    a = torch.rand(64, device="mpsrt")
+    mpsrt.manual_seed(99)
+    assert torch.equal(a.cpu(), torch.from_dlpack(mpsrt.rand(64)))
+    # torch.mpsrt's RNG state is mpsrt's generator: saving and restoring replays the numbers
+    state = torch.mpsrt.get_rng_state()
+    b = torch.randn(64, device="mpsrt")
+    torch.mpsrt.set_rng_state(state)
+    assert torch.equal(torch.randn(64, device="mpsrt").cpu(), b.cpu())
+    before = torch.mpsrt.get_rng_state()
+    with torch.random.fork_rng(device_type="mpsrt"):
+        torch.rand(8, device="mpsrt")
+        assert not torch.equal(torch.mpsrt.get_rng_state(), before)
+    assert torch.equal(torch.mpsrt.get_rng_state(), before)
+
+
+def test_generator_objects(host_visible: None) -> None:
+    g = torch.Generator(device="mpsrt")
+    assert g.device == torch.device("mpsrt", 0)
+    g.manual_seed(5)
+    assert g.initial_seed() == 5
+    a = torch.rand(100, device="mpsrt", generator=g)
+    state = g.get_state()
+    assert state.dtype == torch.uint8 and state.shape == (44,)
+    b = torch.rand(100, device="mpsrt", generator=g)
+    g.set_state(state)
+    assert torch.equal(torch.rand(100, device="mpsrt", generator=g).cpu(), b.cpu())
+    g.manual_seed(5)
+    assert torch.equal(torch.rand(100, device="mpsrt", generator=g).cpu(), a.cpu())
+    # its own stream: the default generator is untouched by g
+    torch.mpsrt.manual_seed(5)
+    before = torch.mpsrt.get_rng_state()
+    torch.rand(10, device="mpsrt", generator=g)
+    assert torch.equal(torch.mpsrt.get_rng_state(), before)
+    # an mpsrt generator seeded like mpsrt.Generator gives mpsrt's numbers
+    m = mpsrt.Generator()
+    m.manual_seed(5)
+    assert torch.equal(a.cpu(), torch.from_dlpack(mpsrt.rand(100, generator=m)))
+    assert g.get_offset() > 0
+    g.set_offset(0)
+    assert torch.equal(torch.rand(100, device="mpsrt", generator=g).cpu(), a.cpu())
+    # torch.mpsrt's default generator is torch.default_generator's counterpart on the device
+    assert torch.mpsrt.initial_seed() == 5
+    with pytest.raises(RuntimeError, match="device type for generator"):
+        torch.rand(4, device="mpsrt", generator=torch.Generator())
+    with pytest.raises(RuntimeError, match="RNG state is wrong size"):
+        g.set_state(torch.zeros(10, dtype=torch.uint8))
+
+
+def test_dropout_mask_is_mpsrt_bernoulli(host_visible: None) -> None:
+    x = torch.ones(4096, device="mpsrt")
+    torch.mpsrt.manual_seed(3)
+    y = torch.nn.functional.dropout(x, p=0.25, training=True)
+    mpsrt.manual_seed(3)
+    keep = torch.from_dlpack(mpsrt.empty(4096, dtype="bool").bernoulli_(0.75))
+    assert torch.equal(y.cpu(), keep.float() / 0.75)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.25, training=False).cpu(), x.cpu())
+
+
+def test_random_ops_without_an_mpsrt_kernel_follow_the_seed(host_visible: None) -> None:
+    # randperm, multinomial and complex normal_ run torch's CPU kernels with a CPU generator
+    # seeded from mpsrt's: reproducible under torch.mpsrt.manual_seed, advancing it.
+    def draw() -> list[torch.Tensor]:
+        return [
+            torch.randperm(50, device="mpsrt"),
+            torch.multinomial(torch.ones(20, device="mpsrt"), 5),
+            torch.empty(6, dtype=torch.complex64, device="mpsrt").normal_(),
+        ]
+
+    torch.mpsrt.manual_seed(21)
+    first = [t.cpu() for t in draw()]
+    assert all(t.device.type == "mpsrt" for t in draw())
+    torch.mpsrt.manual_seed(21)
+    again = [t.cpu() for t in draw()]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert torch.equal(torch.sort(first[0]).values, torch.arange(50))
+    torch.mpsrt.manual_seed(22)
+    assert not torch.equal(torch.randperm(50, device="mpsrt").cpu(), first[0])
+
+
+def test_random_into_strided_views(host_visible: None) -> None:
+    t = torch.zeros(8, 10, device="mpsrt")
+    torch.mpsrt.manual_seed(4)
+    t[:, ::3].uniform_()
+    mpsrt.manual_seed(4)
+    want = torch.from_dlpack(mpsrt.rand(8 * 4)).reshape(8, 4)
+    assert torch.equal(t[:, ::3].cpu(), want)
+    mask = torch.ones(8, 10, dtype=torch.bool)
+    mask[:, ::3] = False
+    assert torch.all(t.cpu()[mask] == 0)
+
+
+def test_random_bad_input(host_visible: None) -> None:
+    t = torch.empty(4, device="mpsrt")
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range"):
+        t.uniform_(2, 1)
+    with pytest.raises(RuntimeError, match=r"normal expects std >= 0\.0"):
+        t.normal_(0, -1)
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to'"):
+        t.random_(5, 5)
+    with pytest.raises(RuntimeError, match=r"bernoulli_ expects p to be in \[0, 1\]"):
+        t.bernoulli_(1.5)
+    with pytest.raises(ValueError):  # outside what int8 holds: mpsrt's message
+        torch.empty(4, dtype=torch.int8, device="mpsrt").random_(0, 1000)
+    assert torch.rand(3, device="mpsrt").shape == (3,)  # still usable
+
+
+# ---------------------------------------------------------------- runtime integration
+def _fallback_counts() -> tuple[int, int, int]:
+    ops, adopted, copied = torch.ops.mpsrt_torch._fallback_counts()
+    return ops, adopted, copied
+
+
+def test_new_outputs_are_made_in_device_memory(host_visible: None) -> None:
+    x = torch.randn(256, 256).to("mpsrt")
+    mpsrt.synchronize()
+    before = _fallback_counts()
+    # relu's CPU kernel allocates its output (in mpsrt memory: handed over, no copy); mm, add
+    # and max are structured, so torch allocates their outputs on the device (mpsrt's
+    # allocator) and the CPU kernel writes into them.
+    y = torch.mm(x, x).relu()
+    vals, idx = y.max(1)
+    z = y + vals[:, None]
+    after = _fallback_counts()
+    assert after[0] - before[0] == 4
+    assert after[1] - before[1] >= 1  # relu's output
+    assert after[2] == before[2]  # no output was copied into device memory
+    for t in (y, vals, idx, z):
+        assert t.device.type == "mpsrt" and t.untyped_storage().device.type == "mpsrt"
+    ref = torch.mm(x.cpu(), x.cpu()).relu()
+    assert torch.equal(y.cpu(), ref) and torch.equal(idx.cpu(), ref.max(1).indices)
+    assert torch.equal(z.cpu(), ref + ref.max(1).values[:, None])
+    # The memory goes back to mpsrt's allocator when the tensors go.
+    live = mpsrt.memory_allocated()
+    del y, vals, idx, z
+    mpsrt.synchronize()
+    assert mpsrt.memory_allocated() < live
+
+
+def test_profiler_names_each_aten_op_on_its_stream(host_visible: None, tmp_path: Path) -> None:
+    import json
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU()).to("mpsrt")
+    x = torch.randn(8, 32).to("mpsrt")
+    mpsrt.profiler.start(mode="interval")
+    try:
+        with torch.no_grad():
+            model(x).sum()
+        torch.mpsrt.synchronize()
+    finally:
+        mpsrt.profiler.stop()
+    path = tmp_path / "trace.json"
+    mpsrt.profiler.export_trace(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    host_ops = [e for e in events if e.get("cat") == "host_op"]
+    names = {e["name"] for e in host_ops}
+    assert {"aten::addmm", "aten::gelu", "aten::sum"} <= names, names
+    stream = mpsrt.current_stream().stream_id
+    assert all(e["ph"] == "X" and e["args"]["stream"] == stream for e in host_ops)
+    # on the stream's track, beside the allocator's counters
+    assert {e["tid"] for e in host_ops} == {stream + 1}
+    assert any(e.get("ph") == "C" and e.get("cat") == "memory" for e in events)
+
+
+def test_profiler_logs_host_ops(host_visible: None, backend: str) -> None:
+    # MPSRT_LOG_PROFILE_INFO bit 4 logs each host op, bit 64 prints their statistics (torch.mps's
+    # CPU-fallback bits), in a session started by MPSRT_TRACE_SIGNPOSTS.
+    code = (
+        "import torch, mpsrt.torch\n"
+        "x = torch.randn(8, 8).to('mpsrt')\n"
+        "(x @ x).tanh().sum().item()\n"
+    )
+    env = {**os.environ, "MPSRT_BACKEND": backend, "MPSRT_TRACE_SIGNPOSTS": "2"}
+    env["MPSRT_LOG_PROFILE_INFO"] = "68"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "[profiler] host op aten::mm: device 0, stream 0" in out.stderr, out.stderr
+    assert "host op" in out.stderr and "aten::tanh" in out.stderr
+    section = out.stderr[out.stderr.index("host op  ") :]
+    assert "aten::mm" in section and "aten::sum" in section
+
+
+def test_memory_snapshot_has_torch_allocations_with_user_frames(host_visible: None) -> None:
+    from torch.cuda import _memory_viz
+
+    mpsrt.memory._record_memory_history(max_entries=10_000)
+    try:
+        kept = torch.empty(3 << 20, dtype=torch.uint8, device="mpsrt")
+        made = torch.ones(1000, device="mpsrt") * 2  # allocated by a CPU kernel, adopted
+        snap = mpsrt.memory._snapshot()
+    finally:
+        mpsrt.memory._record_memory_history(enabled=None)
+    here = Path(__file__).name
+    fn = "test_memory_snapshot_has_torch_allocations_with_user_frames"
+
+    def frames_of(size: int) -> list[dict[str, object]]:
+        for seg in snap["segments"]:
+            for b in seg["blocks"]:
+                if b["state"] == "active_allocated" and b["requested_size"] == size:
+                    return b["frames"]
+        raise AssertionError(f"no live block of {size} bytes in the snapshot")
+
+    for size in (kept.numel(), made.numel() * 4):
+        frames = frames_of(size)
+        assert any(f["filename"].endswith(here) and f["name"] == fn for f in frames), frames
+    allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    assert any(any(f["name"] == fn for f in e["frames"]) for e in allocs)
+    html = _memory_viz.trace_plot(snap)
+    assert "<html" in html.lower() and len(html) > 1000
+    assert _memory_viz.segment_plot(snap)
+    del kept, made
+
+
+def test_oom_at_the_memory_fraction_is_torchs_error(host_visible: None) -> None:
+    gc.collect()
+    mpsrt.synchronize()
+    mpsrt.empty_cache()
+    old = mpsrt.get_per_process_memory_fraction()
+    limit = mpsrt.recommended_max_memory()
+    torch.mpsrt.set_per_process_memory_fraction(0.1)
+    try:
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            torch.empty(int(limit * 0.2), dtype=torch.uint8, device="mpsrt")
+        assert "limit" in str(info.value) or "fraction" in str(info.value), str(info.value)
+        small = torch.ones(1024, device="mpsrt")  # the next allocation works
+        assert small.sum().item() == 1024
+        # the fallback's outputs obey the limit too
+        big = torch.ones(int(limit * 0.06) // 4, device="mpsrt")
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.cat([big, big])
+    finally:
+        torch.mpsrt.set_per_process_memory_fraction(old)
+    assert torch.ones(4, device="mpsrt").sum().item() == 4
+
+
+_PARENT_TENSOR: list[torch.Tensor] = []
+
+
+def _torch_fork_child(conn: Any) -> None:
+    out: dict[str, object] = {"bad_fork": torch.mpsrt._is_in_bad_fork()}
+    try:
+        _PARENT_TENSOR[0] + 1
+        out["parent"] = "no error"
+    except Exception as e:
+        out["parent"] = f"{type(e).__name__}: {e}"
+    try:
+        torch.manual_seed(5)  # as DataLoader workers do; skips the device in a bad fork
+        out["seeded"] = True
+        fresh = torch.arange(10.0, device="mpsrt") * 2
+        out["fresh"] = fresh.sum().item()
+        out["rand"] = torch.rand(4, device="mpsrt").cpu().tolist()
+    except Exception as e:
+        out["fresh"] = f"{type(e).__name__}: {e}"
+    conn.send(out)
+    conn.close()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_fork_child_follows_mpsrts_contract(host_visible: None, backend: str) -> None:
+    import multiprocessing as mp
+
+    _PARENT_TENSOR[:] = [torch.ones(16, device="mpsrt")]
+    torch.mpsrt.synchronize()
+    ctx = mp.get_context("fork")
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_torch_fork_child, args=(child_end,))
+    p.start()
+    child_end.close()
+    assert parent_end.poll(60), "the forked child did not answer within 60 s"
+    out = parent_end.recv()
+    p.join(60)
+    assert p.exitcode == 0
+    assert out.get("seeded") is True, out
+    if backend == "cpu":  # a fresh runtime in the child; the parent's tensors raise
+        assert out["bad_fork"] is False
+        assert "belongs to the parent process" in str(out["parent"])
+        assert out["fresh"] == 90.0
+        torch.mpsrt.manual_seed(5)
+        assert out["rand"] == torch.rand(4, device="mpsrt").cpu().tolist()
+    else:  # the driver cannot cross a fork: torch skips the device when it seeds
+        assert out["bad_fork"] is True
+        for what in ("parent", "fresh"):  # mpsrt's error, which says what to do
+            assert str(out[what]).startswith("RuntimeError") and "spawn" in str(out[what]), out
+    parent = _PARENT_TENSOR.pop()
+    assert torch.equal(parent.cpu(), torch.ones(16))  # the parent is unaffected
+    del parent
+
+
+def test_eight_threads_run_ops_and_allocate(host_visible: None) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+    results: dict[int, torch.Tensor] = {}
+    w = torch.randn(64, 64).to("mpsrt")
+    ref_w = w.cpu()
+
+    def work(i: int) -> None:
+        try:
+            acc = torch.zeros(64, device="mpsrt")
+            for k in range(30):
+                x = torch.full((16, 64), float(i + k), device="mpsrt")
+                acc = acc + (x @ w).relu().sum(0)
+                torch.empty(1 << 16, dtype=torch.uint8, device="mpsrt")  # churn the allocator
+            results[i] = acc.cpu()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors
+    for i in range(8):
+        want = torch.zeros(64)
+        for k in range(30):
+            want = want + (torch.full((16, 64), float(i + k)) @ ref_w).relu().sum(0)
+        torch.testing.assert_close(results[i], want, rtol=1e-5, atol=1e-3)

@@ -144,6 +144,10 @@ typedef struct MpsrtCApi {
    * host_op_begin returns 0 when no session runs; host_op_end then records nothing. */
   int64_t (*host_op_begin)(void);
   void (*host_op_end)(const char* name, MpsrtStream* stream, int64_t begin);
+
+  /* MPSRT_ERR_RUNTIME (with mpsrt's message) when the buffer belongs to the runtime of a parent
+   * process (this process was forked after it was made), else MPSRT_OK (Buffer::check_owner) */
+  MpsrtStatus (*buffer_check_owner)(const MpsrtBuffer* buffer);
 } MpsrtCApi;
 
 #ifdef __cplusplus

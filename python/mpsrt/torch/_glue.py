@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
 from pathlib import Path
 
@@ -18,14 +19,16 @@ _INCLUDE = _HERE.parent / "include"
 
 
 def extension_name() -> str:
-    """The cached build's name: one per (mpsrt version, torch version) pair.
+    """The cached build's name: one per (mpsrt version, torch version, glue source).
 
-    torch's loader rebuilds a name when its source or flags change; the versions are in the
-    name so that another mpsrt or torch gets its own build instead of a stale ABI.
+    The versions are in the name so that another mpsrt or torch gets its own build instead of
+    a stale ABI; the source's digest, so that two installs of one version with different glue
+    sources (a development checkout beside a release) do not rebuild over each other.
     """
     tv = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
     mv = re.sub(r"[^0-9A-Za-z]", "_", mpsrt.__version__)
-    return f"mpsrt_torch_{mv}_torch{tv}"
+    digest = hashlib.sha256(_SOURCE.read_bytes() + (_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
+    return f"mpsrt_torch_{mv}_torch{tv}_{digest.hexdigest()[:12]}"
 
 
 def _capsule_address() -> int:

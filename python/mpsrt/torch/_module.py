@@ -3,6 +3,7 @@ torch.cuda-style functions, answered by mpsrt's one runtime."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -87,8 +88,34 @@ def _lazy_init() -> None:
     """Torch calls this before using the device; the runtime is already up."""
 
 
+_forked = False
+_bad_fork: bool | None = None
+
+
+def _after_fork_in_child() -> None:
+    global _forked, _bad_fork
+    _forked, _bad_fork = True, None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after mpsrt started whose backend cannot cross a fork (vulkan,
+    metal: mpsrt raises there, saying to use 'spawn'); torch then skips the device when it
+    seeds (torch.manual_seed in DataLoader workers). On cpu the child gets a fresh runtime."""
+    global _bad_fork
+    if not _forked:
+        return False
+    if _bad_fork is None:
+        try:
+            mpsrt.device_count()
+            _bad_fork = False
+        except RuntimeError as e:
+            if "forked" not in str(e):
+                raise
+            _bad_fork = True
+    return _bad_fork
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
