@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from .timing import Row, format_table, progress, progress_clear
 
-AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler")
+AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler", "torch")
 # Every area runs once per backend: the runtime is re-created on each (mpsrt._C._reset_runtime).
 
 

@@ -1,0 +1,62 @@
+"""python -m bench (the benchmark runner in bench/): the `torch` area under --quick yields its
+rows, each beside torch's CPU with a goal; without torch it says so in one row."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TORCH_ROWS = ("seed: ", "train step: ", "t.add_(1)", "torch.rand(", "torch.empty(")
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch, backend: str):
+    """The bench package from the repository, with MPSRT_BACKEND restored afterwards (the
+    runner sets it for the backend it runs on)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setenv("MPSRT_BACKEND", backend)
+    import bench
+
+    return bench
+
+
+def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    from bench.__main__ import main
+
+    out = tmp_path / "bench.json"
+    assert main(["--only", "torch", "--quick", "--backend", backend, "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["area"] for r in rows} == {"torch"}
+    assert {r["backend"] for r in rows} == {backend}
+    try:
+        torch.empty(1, device="mpsrt")
+    except RuntimeError as e:  # a backend that cannot host the PyTorch device says so
+        assert "not host-visible" in str(e)
+        assert len(rows) == 1 and "not host-visible" in rows[0]["note"]
+        return
+    assert [r["name"].startswith(p) for r, p in zip(rows, TORCH_ROWS)] == [True] * 5
+    assert len(rows) == len(TORCH_ROWS)
+    for r in rows:
+        assert r["peer_name"] == "torch cpu"
+        assert r["value"] > 0 and r["peer_value"] > 0 and r["ratio"] > 0, r
+        assert r["goal"].startswith(("<= ", ">= ")), r
+        if backend == "cpu":
+            assert isinstance(r["goal_met"], bool), r
+        else:  # goals set for the cpu backend are shown, not judged
+            assert r["goal"].endswith("(cpu)") and r["goal_met"] is None, r
+    units = [r["unit"] for r in rows]
+    assert units == ["s", "ms", "ns", "GB/s", "ns"]
+
+
+def test_torch_area_without_torch(bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    from bench import bench_torch
+
+    rows = bench_torch.run(True)
+    assert len(rows) == 1 and rows[0].value is None
+    assert "torch is not installed" in rows[0].note
