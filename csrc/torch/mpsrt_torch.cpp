@@ -1024,6 +1024,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", &native_dropout);
 }
 
+// Structured ops whose meta function resizes its output twice (elementwise, then reduced): the
+// generic path for a backend without their kernels allocates the reduced output and calls the
+// out= kernel, whose meta then warns that a non-empty output is resized. Their functional CPU
+// kernels through the fallback allocate the output themselves (in mpsrt memory) instead.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"mse_loss", "smooth_l1_loss"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }

@@ -720,3 +720,32 @@ def test_eight_threads_run_ops_and_allocate(host_visible: None) -> None:
         for k in range(30):
             want = want + (torch.full((16, 64), float(i + k)) @ ref_w).relu().sum(0)
         torch.testing.assert_close(results[i], want, rtol=1e-5, atol=1e-3)
+
+
+_LOSSES = {
+    "mse": lambda x, t, c: torch.nn.functional.mse_loss(x, t),
+    "mse_sum": lambda x, t, c: torch.nn.functional.mse_loss(x, t, reduction="sum"),
+    "smooth_l1": lambda x, t, c: torch.nn.functional.smooth_l1_loss(x, t),
+    "l1": lambda x, t, c: torch.nn.functional.l1_loss(x, t),
+    "huber": lambda x, t, c: torch.nn.functional.huber_loss(x, t),
+    "cross_entropy": lambda x, t, c: torch.nn.functional.cross_entropy(x, c),
+    "bce_logits": lambda x, t, c: torch.nn.functional.binary_cross_entropy_with_logits(
+        x, t.sigmoid()
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LOSSES))
+def test_losses_and_their_gradients_match_cpu(host_visible: None, name: str) -> None:
+    # Warnings are errors in this suite: a loss must not warn on the device where cpu does not.
+    x = torch.randn(6, 5)
+    t = torch.randn(6, 5)
+    c = torch.tensor([0, 4, 1, 1, 3, 2])
+    grads = []
+    for dev in ("mpsrt", "cpu"):
+        xx = x.to(dev).requires_grad_()
+        loss = _LOSSES[name](xx, t.to(dev), c.to(dev))
+        loss.backward()
+        assert loss.device.type == dev and xx.grad is not None
+        grads.append((loss.detach().cpu(), xx.grad.cpu()))
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-6)
