@@ -59,7 +59,17 @@ void check(MpsrtStatus st) {
 }
 
 c10::DeviceIndex current_index() {
-  return static_cast<c10::DeviceIndex>(api().current_device());
+  const int d = api().current_device();
+  // 0 with an error when the runtime cannot start (e.g. a forked child): mpsrt's reason.
+  TORCH_CHECK(d != 0 || *api().last_error() == '\0', api().last_error());
+  return static_cast<c10::DeviceIndex>(d);
+}
+
+// The device's current stream (raises mpsrt's error when there is none to give).
+MpsrtStream* current_stream(c10::DeviceIndex d) {
+  MpsrtStream* s = api().stream_current(d);
+  TORCH_CHECK(s != nullptr, api().last_error());
+  return s;
 }
 
 void check_index(c10::DeviceIndex d) {
@@ -82,7 +92,7 @@ c10::Stream torch_stream(MpsrtStream* s) {
 
 // Work queued on the device's current stream completes before the host touches its memory.
 void sync_current(c10::DeviceIndex d) {
-  check(api().stream_synchronize(api().stream_current(d)));
+  check(api().stream_synchronize(current_stream(d)));
 }
 
 // ------------------------------------------------------------------ allocator
@@ -278,6 +288,8 @@ at::Generator cpu_generator_from(MpsrtGeneratorImpl* g) {
 struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kDev; }
   c10::Device exchangeDevice(c10::Device d) const override {
+    const auto cur = current_index();
+    if (d.index() == cur) return d;  // nothing to switch (the common case)
     int prev = 0;
     check_index(d.index());
     check(api().set_device(d.index(), &prev));
@@ -439,9 +451,14 @@ bool is_mpsrt(const at::Tensor& t) {
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device,
                                std::optional<bool>, std::optional<at::MemoryFormat> mf) {
-  auto d = device && device->has_index() ? device->index() : current_index();
-  check_index(d);
-  const c10::DeviceGuard guard(c10::Device(kDev, d));  // restores the device on any exit
+  // The allocator serves the current device: switch (and restore on any exit) only for another.
+  const auto cur = current_index();
+  const auto d = device && device->has_index() ? device->index() : cur;
+  std::optional<c10::DeviceGuard> guard;
+  if (d != cur) {
+    check_index(d);
+    guard.emplace(c10::Device(kDev, d));
+  }
   return at::detail::empty_generic(size, &g_allocator,
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), mf);
@@ -450,9 +467,13 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                          std::optional<at::Device> device, std::optional<bool>) {
-  auto d = device && device->has_index() ? device->index() : current_index();
-  check_index(d);
-  const c10::DeviceGuard guard(c10::Device(kDev, d));  // restores the device on any exit
+  const auto cur = current_index();
+  const auto d = device && device->has_index() ? device->index() : cur;
+  std::optional<c10::DeviceGuard> guard;  // as in empty_memory_format
+  if (d != cur) {
+    check_index(d);
+    guard.emplace(c10::Device(kDev, d));
+  }
   return at::detail::empty_strided_generic(size, stride, &g_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
@@ -549,7 +570,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     MpsrtBuffer* db = buffer_of(dst, &dof);
     if (sb && db) {
       // dense, same strides: data_ptr is the lowest address both touch
-      check(api().buffer_copy(db, dof, sb, so, nbytes, api().stream_current(dst.device().index())));
+      check(api().buffer_copy(db, dof, sb, so, nbytes, current_stream(dst.device().index())));
       return dst;
     }
   }
@@ -586,7 +607,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     one.fill_(value);
     std::memcpy(&pattern, one.const_data_ptr(), item);
     check(api().buffer_fill(b, off, self.numel() * item, pattern, static_cast<unsigned>(item),
-                            api().stream_current(self.device().index())));
+                            current_stream(self.device().index())));
     return self;
   }
   sync_current(self.device().index());
@@ -643,7 +664,7 @@ bool mpsrt_random(const at::Tensor& self, MpsrtRandomSpec spec,
   MpsrtGeneratorImpl* g = generator_for(gen, self.device());
   if (self.numel() == 0) return true;
   const c10::DeviceGuard guard(self.device());
-  MpsrtStream* stream = api().stream_current(self.device().index());
+  MpsrtStream* stream = current_stream(self.device().index());
   size_t off = 0;
   MpsrtBuffer* b = buffer_of(self, &off);
   if (b != nullptr && self.is_contiguous()) {
@@ -901,7 +922,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (iv.isGenerator()) g = iv.toGenerator();
     iv = c10::IValue(cpu_generator_from(generator_for(g, c10::Device(kDev, d))));
   }
-  MpsrtStream* stream = api().stream_current(d);
+  MpsrtStream* stream = current_stream(d);
   check(api().stream_synchronize(stream));
   const int64_t t0 = api().host_op_begin();
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);

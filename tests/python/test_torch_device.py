@@ -661,9 +661,17 @@ def _torch_fork_child(conn: Any) -> None:
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_fork_child_follows_mpsrts_contract(host_visible: None, backend: str) -> None:
+    _PARENT_TENSOR[:] = [torch.ones(16, device="mpsrt")]
+    try:
+        _check_fork_child(backend)
+        assert torch.equal(_PARENT_TENSOR[0].cpu(), torch.ones(16))  # the parent is unaffected
+    finally:
+        _PARENT_TENSOR.clear()
+
+
+def _check_fork_child(backend: str) -> None:
     import multiprocessing as mp
 
-    _PARENT_TENSOR[:] = [torch.ones(16, device="mpsrt")]
     torch.mpsrt.synchronize()
     ctx = mp.get_context("fork")
     parent_end, child_end = ctx.Pipe(duplex=False)
@@ -685,9 +693,6 @@ def test_fork_child_follows_mpsrts_contract(host_visible: None, backend: str) ->
         assert out["bad_fork"] is True
         for what in ("parent", "fresh"):  # mpsrt's error, which says what to do
             assert str(out[what]).startswith("RuntimeError") and "spawn" in str(out[what]), out
-    parent = _PARENT_TENSOR.pop()
-    assert torch.equal(parent.cpu(), torch.ones(16))  # the parent is unaffected
-    del parent
 
 
 def test_eight_threads_run_ops_and_allocate(host_visible: None) -> None:
@@ -749,3 +754,21 @@ def test_losses_and_their_gradients_match_cpu(host_visible: None, name: str) -> 
         assert loss.device.type == dev and xx.grad is not None
         grads.append((loss.detach().cpu(), xx.grad.cpu()))
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-6)
+
+
+def test_import_torch_autoloads_the_device_unless_opted_out(backend: str) -> None:
+    code = (
+        "import sys, torch\n"
+        "print(torch._C._get_privateuse1_backend_name(), hasattr(torch, 'mpsrt'),"
+        " 'mpsrt.torch' in sys.modules)\n"
+    )
+    runs = {}
+    for autoload in ("1", "0"):
+        env = {**os.environ, "MPSRT_BACKEND": backend, "TORCH_DEVICE_BACKEND_AUTOLOAD": autoload}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        runs[autoload] = out.stdout.split()
+    assert runs["1"] == ["mpsrt", "True", "True"]
+    assert runs["0"] == ["privateuseone", "False", "False"]
