@@ -285,6 +285,13 @@ const MpsrtCApi kApi = {
       guarded([&] { profiler::host_op_end(name ? name : "", Stream(impl(s)), begin); });
     },
     [](const MpsrtBuffer* b) noexcept { return guarded([&] { buf(b)->check_owner(); }); },
+    [](int device, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
+      return guarded([&] {
+        const auto [f, t] = mem_get_info(device);
+        *free_bytes = f;
+        *total_bytes = t;
+      });
+    },
 };
 
 }  // namespace

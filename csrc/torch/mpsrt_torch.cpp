@@ -171,6 +171,11 @@ struct Allocator final : c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override {
     check(api().reset_peak_memory_stats(device));
   }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    uint64_t free_bytes = 0, total_bytes = 0;
+    check(api().mem_get_info(device, &free_bytes, &total_bytes));
+    return {static_cast<size_t>(free_bytes), static_cast<size_t>(total_bytes)};
+  }
 };
 
 Allocator g_allocator;
@@ -323,6 +328,8 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override {
     return g_api ? static_cast<c10::DeviceIndex>(g_api->device_count()) : 0;
   }
+  // Every dtype: operators without an mpsrt kernel run torch's CPU kernels.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override { return {}; }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
               const c10::EventFlag flag) const override {
     if (*event == nullptr) {

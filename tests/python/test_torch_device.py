@@ -772,3 +772,12 @@ def test_import_torch_autoloads_the_device_unless_opted_out(backend: str) -> Non
         runs[autoload] = out.stdout.split()
     assert runs["1"] == ["mpsrt", "True", "True"]
     assert runs["0"] == ["privateuseone", "False", "False"]
+
+
+def test_accelerator_memory_info_and_capability(host_visible: None) -> None:
+    free, total = torch.accelerator.get_memory_info()
+    assert total == torch.mpsrt.mem_get_info()[1] == mpsrt.mem_get_info()[1]
+    assert 0 <= free <= total
+    dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.complex64):
+        assert dt in dtypes

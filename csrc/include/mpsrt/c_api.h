@@ -148,6 +148,8 @@ typedef struct MpsrtCApi {
   /* MPSRT_ERR_RUNTIME (with mpsrt's message) when the buffer belongs to the runtime of a parent
    * process (this process was forked after it was made), else MPSRT_OK (Buffer::check_owner) */
   MpsrtStatus (*buffer_check_owner)(const MpsrtBuffer* buffer);
+  /* (free, total) bytes of the device, as mpsrt::mem_get_info */
+  MpsrtStatus (*mem_get_info)(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 } MpsrtCApi;
 
 #ifdef __cplusplus
