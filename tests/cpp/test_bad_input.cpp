@@ -885,6 +885,14 @@ TEST_P(BadInputTest, NewDtypesAndCloneStateThroughThePublicApi) {
       }
     }
   }
+  // random_u64: the first two words of the next block, which the offset moves past.
+  g.manual_seed(7);
+  g.set_offset(3);
+  const uint64_t r = g.random_u64();
+  EXPECT_EQ(r, static_cast<uint64_t>(philox::word(7, 3, 0)) |
+                   (static_cast<uint64_t>(philox::word(7, 3, 1)) << 32));
+  EXPECT_EQ(g.offset(), 4u);
+  EXPECT_NE(g.random_u64(), r);
   // clone_state: same (seed, offset) and numbers, then independent.
   g.manual_seed(99);
   g.set_offset(40);

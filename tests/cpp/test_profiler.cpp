@@ -202,6 +202,45 @@ TEST_P(ProfilerTest, StartEndRangesEndOnAnyThreadAndMayOverlap) {
   EXPECT_EQ(count(json, "\"id\":" + std::to_string(b) + "}"), 2u);
 }
 
+TEST_P(ProfilerTest, HostOpsAreIntervalsOnTheirStreamsTrackAndInTheStatistics) {
+  Stream s = mpsrt::default_stream();
+  EXPECT_EQ(profiler::host_op_begin(), 0);  // no session: nothing to time
+  profiler::host_op_end("aten::before", s, 0);
+  profiler::start(profiler::kInterval);
+  for (int i = 0; i < 3; ++i) {
+    const int64_t t0 = profiler::host_op_begin();
+    ASSERT_GT(t0, 0);
+    profiler::host_op_end("aten::addmm", s, t0);
+  }
+  profiler::host_op_end("aten::relu", s, profiler::host_op_begin());
+  profiler::stop();
+  const std::string json = export_text();
+  EXPECT_EQ(count(json, "\"cat\":\"host_op\""), 4u);
+  EXPECT_EQ(count(json, "\"name\":\"aten::addmm\""), 3u);
+  EXPECT_EQ(count(json, "aten::before"), 0u);
+  // on the stream's track (tid = stream id + 1) of the device's process, named as a stream
+  const std::string track = "\"tid\":" + std::to_string(s.id() + 1);
+  const size_t at = json.find("\"name\":\"aten::relu\"");
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = json.find('}', json.find("\"args\"", at));
+  EXPECT_NE(json.substr(at, end - at).find(track), std::string::npos) << json.substr(at, 200);
+  EXPECT_NE(json.find("\"stream " + std::to_string(s.id())), std::string::npos);
+  const std::string stats = profiler::statistics();
+  ASSERT_NE(stats.find("host op"), std::string::npos) << stats;
+  std::istringstream table(stats);
+  bool found = false;
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::string name, n;
+    words >> name >> n;
+    if (name == "aten::addmm") {
+      EXPECT_EQ(n, "3");
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << stats;
+}
+
 TEST_P(ProfilerTest, RangesNestPerThreadAndAnUnbalancedPopThrows) {
   EXPECT_THROW(profiler::range_pop(), mpsrt::Error);
   profiler::start(profiler::kInterval);
