@@ -6,14 +6,14 @@ memory: no copy in or out, gloo reads and writes the device memory in place. Fir
 stream of each mpsrt device involved is synchronized, so that work queued on it (fills, copies)
 has landed. The work returned completes when gloo's does; its future's value holds the caller's
 mpsrt tensors (what DDP's reducer reads back), and they are kept alive until then. CPU tensors
-take the same path without the aliasing, so one group serves both (object collectives, e.g.
-``all_gather_object``, use CPU tensors).
+go to gloo as they are, so one group serves both (object collectives, e.g.
+``all_gather_object``, use CPU tensors); one collective mixing the two raises ValueError.
 
 ``import mpsrt.torch`` registers the backend "mpsrt" as the default backend of device type
 "mpsrt", so ``dist.init_process_group()`` (torch picks the accelerator's default backend) and
-``dist.init_process_group("mpsrt")`` make such a group. ``"gloo"`` alone cannot: torch gives
-every device type a string backend maps to the same gloo process group, which rejects mpsrt
-tensors. Beyond gloo: ``ReduceOp.AVG`` for floating-point and complex tensors (a SUM, then a
+``dist.init_process_group("mpsrt")`` make such a group. ``"gloo"`` alone cannot: torch hands
+the device types of gloo's capability list (cpu, cuda) to one gloo backend, which refuses other
+devices. Beyond gloo: ``ReduceOp.AVG`` on floating-point and complex tensors (a SUM, then a
 division by the group size).
 """
 
