@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import datetime
+import gc
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,14 @@ def _collectives_section(rank: int) -> dict[str, Any]:
         out[f"future_value_{dtype}"] = [v.device.type for v in value] == ["mpsrt"] and (
             value[0].data_ptr() == ptr
         )
+    # The caller drops its tensor while gloo works on it: the work keeps it alive.
+    t = torch.full((N,), float(rank + 1), device="mpsrt")
+    work, ref = dist.all_reduce(t, async_op=True), weakref.ref(t)
+    del t
+    gc.collect()
+    out["kept_alive"] = ref() is not None
+    work.wait()
+    out["dropped"] = work.get_future().value()[0].cpu()
     t = torch.full((N,), float(rank + 1), device="mpsrt")
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
     out["avg"] = t.cpu()
@@ -134,6 +144,13 @@ def _collectives_section(rank: int) -> dict[str, Any]:
     else:
         dist.recv(p2p, src=0)
     out["send_recv"] = p2p.cpu()
+    # Functional collectives (torch.compile, DTensor) find the group by its name.
+    from torch.distributed import _functional_collectives as funcol
+
+    reduced = funcol.all_reduce(
+        torch.full((4,), float(rank + 1), device="mpsrt"), "sum", dist.group.WORLD
+    )
+    out["functional"] = reduced.cpu()
     # CPU tensors through the same group (what object collectives use), AVG included.
     c = torch.full((4,), float(rank + 1))
     dist.all_reduce(c, op=dist.ReduceOp.AVG)
@@ -261,6 +278,7 @@ def _check_collectives(ranks: list[dict[str, Any]]) -> None:
             assert out[f"in_place_{dtype}"], (r, dtype)
             assert out[f"no_copy_{dtype}"], f"rank {r} {dtype}: mpsrt allocated during all_reduce"
             assert out[f"future_value_{dtype}"], f"rank {r}: the future's value is not the tensor"
+        assert out["kept_alive"] and torch.equal(out["dropped"], torch.full((N,), 3.0))
         assert torch.equal(out["avg"], torch.full((N,), 1.5))
         assert torch.equal(out["max"], base.to(torch.float64))
         assert torch.equal(out["after_queued_fill"], torch.full((N,), 3.0)), "stream not synced"
@@ -278,6 +296,7 @@ def _check_collectives(ranks: list[dict[str, Any]]) -> None:
         expect = torch.cat([torch.arange(4) + 4 * r + 100 * src for src in range(WORLD)])
         assert torch.equal(out["all_to_all_single"], expect.float())
         assert torch.equal(out["send_recv"], (base + 7).float())
+        assert torch.equal(out["functional"], torch.full((4,), 3.0))
         assert torch.equal(out["cpu_avg"], torch.full((4,), 1.5))
         assert out["objects"] == [{"rank": 0}, {"rank": 1}]
 

@@ -72,12 +72,23 @@ _REDUCTIONS = {
 
 def _host_alias(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor over the same bytes as the mpsrt tensor ``t`` (dtype, sizes and strides
-    kept). It does not own the memory: ``t`` must outlive it. Cost: a ctypes array header."""
+    kept), with no copy: a ctypes array header over the memory, viewed by torch.frombuffer.
+    The alias keeps ``t`` alive in an attribute, and torch keeps a tensor's Python attributes
+    while C++ (gloo's work) still holds the tensor, so the memory outlives gloo's use of it."""
     if t.numel() == 0:
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
-    span = 1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))  # elements it touches
-    raw = (ctypes.c_char * (span * t.element_size())).from_address(t.data_ptr())
-    return torch.frombuffer(raw, dtype=t.dtype, count=span).as_strided(t.size(), t.stride())
+        alias = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
+    else:
+        span = 1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))  # elements touched
+        raw = (ctypes.c_char * (span * t.element_size())).from_address(t.data_ptr())
+        flat = torch.frombuffer(raw, dtype=t.dtype, count=span)
+        alias = flat.as_strided(t.size(), t.stride())
+    alias._mpsrt_tensor = t
+    return alias
+
+
+def _original(t: torch.Tensor) -> torch.Tensor:
+    """The mpsrt tensor that ``t`` aliases, or ``t``."""
+    return getattr(t, "_mpsrt_tensor", t)
 
 
 def _map(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
@@ -110,7 +121,7 @@ def _sum_options(opts: Any) -> Any:
 
 class _WaitWork(_Work):
     """For gloo's works that have no future (point-to-point, reduce_scatter): waiting waits on
-    gloo's work, then finishes the collective and lets go of the tensors it kept alive."""
+    gloo's work, then finishes the collective (AVG's division)."""
 
     def __init__(self, work: Any, finish: Callable[[Any], Any]) -> None:
         super().__init__()
@@ -148,9 +159,25 @@ class ProcessGroupMpsrt(_ProcessGroup):
     def __init__(self, gloo: Any) -> None:
         super().__init__(gloo.rank(), gloo.size())
         self.gloo = gloo
+        self._name = ""
+        self._desc = ""
 
     def getBackendName(self) -> str:
         return BACKEND
+
+    # torch names each group it makes (functional collectives find a group by its name); a
+    # group without C++ backends has to keep the name itself.
+    def setGroupName(self, name: str) -> None:
+        self._name = name
+
+    def getGroupName(self) -> str:
+        return self._name
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._desc = desc
+
+    def getGroupDesc(self) -> str:
+        return self._desc
 
     def __repr__(self) -> str:
         return f"ProcessGroupMpsrt(rank={self.rank()}, size={self.size()})"
@@ -194,18 +221,7 @@ class ProcessGroupMpsrt(_ProcessGroup):
             args = (*args[:-1], _sum_options(args[-1]))
         for index in sorted({t.device.index for t in tensors if t.device.type == _DEVICE}):
             mpsrt.current_stream(index).synchronize()  # queued writes land before gloo reads
-        originals: dict[int, torch.Tensor] = {}
-        aliases: list[torch.Tensor] = []  # keeps each alias, so that its id() stays unique
-
-        def alias(t: torch.Tensor) -> torch.Tensor:
-            if t.device.type != _DEVICE:
-                return t
-            a = _host_alias(t)
-            originals[id(a)] = t
-            aliases.append(a)
-            return a
-
-        gloo_args = _map(args, alias)
+        gloo_args = _map(args, lambda t: _host_alias(t) if t.device.type == _DEVICE else t)
         work = gloo_op(*gloo_args)
         divide: list[torch.Tensor] = []
         if avg and (op != "reduce" or self.rank() == args[-1].rootRank):
@@ -215,10 +231,8 @@ class ProcessGroupMpsrt(_ProcessGroup):
         def finish(value: Any) -> Any:
             for t in divide:
                 t.div_(size)
-            result = _map(value, lambda t: originals.get(id(t), t))
-            originals.clear()  # the mpsrt tensors are free to go once the caller drops them
-            aliases.clear()
-            return result
+            divide.clear()
+            return _map(value, _original)  # the caller's mpsrt tensors, for DDP's reducer
 
         try:
             future = work.get_future()
