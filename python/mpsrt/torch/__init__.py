@@ -30,7 +30,7 @@ from typing import Any
 
 import mpsrt
 
-from . import _glue, _module
+from . import _distributed, _glue, _module  # noqa: F401 (_distributed: the dist backend "mpsrt")
 from ._reference import cpu_reference_rng
 
 _BACKEND = "mpsrt"
