@@ -25,11 +25,13 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
 
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -378,6 +380,54 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
 
+// ------------------------------------------------------------------ pinned host memory
+// Page-locked host memory is what a GPU copies from asynchronously; mpsrt's host-visible
+// devices need nothing special, so "pinned" memory is host memory this allocator made and can
+// recognise (torch asks isPinnedPtr for pin_memory(), is_pinned() and DDP's reducer buffers).
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes == 0 ? nullptr : c10::alloc_cpu(nbytes);
+    if (p != nullptr) {
+      std::lock_guard<std::mutex> lock(mu());
+      live().emplace(reinterpret_cast<uintptr_t>(p), nbytes);
+    }
+    return {p, p, &release, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+  // True for any address inside a live allocation of this allocator.
+  static bool contains(const void* ptr) {
+    const auto a = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = live().upper_bound(a);
+    if (it == live().begin()) return false;
+    --it;
+    return a < it->first + it->second;
+  }
+
+ private:
+  static void release(void* p) {
+    if (p == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      live().erase(reinterpret_cast<uintptr_t>(p));
+    }
+    c10::free_cpu(p);
+  }
+  // Leaked on purpose: tensors may be freed during static destruction.
+  static std::mutex& mu() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::map<uintptr_t, size_t>& live() {
+    static auto* m = new std::map<uintptr_t, size_t>;
+    return *m;
+  }
+};
+PinnedAllocator g_pinned;
+
 // ------------------------------------------------------------------ hooks
 struct Hooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -405,7 +455,8 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
   at::Generator getNewGenerator(c10::DeviceIndex d) const override { return new_generator(d); }
   at::Device getDeviceFromPtr(void*) const override { return {kDev, current_index()}; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }
+  bool isPinnedPtr(const void* data) const override { return PinnedAllocator::contains(data); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     size_t old = impl->nbytes();

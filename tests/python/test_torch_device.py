@@ -781,3 +781,15 @@ def test_accelerator_memory_info_and_capability(host_visible: None) -> None:
     dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
     for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.complex64):
         assert dt in dtypes
+
+
+def test_pinned_host_memory(host_visible: None) -> None:
+    x = torch.arange(16.0).pin_memory()
+    assert x.is_pinned() and x[3:].is_pinned()  # any address inside the allocation
+    assert not torch.arange(16.0).is_pinned()
+    assert torch.empty(8, pin_memory=True).is_pinned()
+    d = x.to("mpsrt", non_blocking=True)
+    torch.mpsrt.synchronize()
+    assert torch.equal(d.cpu(), x)
+    del x
+    assert not torch.empty(8).is_pinned()  # freed pinned memory is no longer recognised

@@ -37,38 +37,53 @@ PATIENCE = 120.0  # seconds for the whole two-rank run
 # ---------------------------------------------------------------------------------- the ranks
 
 
+# DDP's options that change how it reduces (find_unused_parameters keeps a map of used
+# parameters in pinned host memory, from the device's pinned allocator).
+DDP_VARIANTS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "find_unused_parameters": {"find_unused_parameters": True},
+    "static_graph": {"static_graph": True},
+}
+
+
 def _ddp_section(rank: int, cpu_group: Any) -> dict[str, Any]:
     """DDP of Linear-ReLU-Linear on mpsrt (group "mpsrt") and on CPU (group "gloo"), STEPS SGD
-    steps each, from the same start; rank 1 starts from other weights, which DDP's initial
-    broadcast must overwrite with rank 0's."""
+    steps each, from the same start, for each of DDP_VARIANTS; rank 1 starts from other
+    weights, which DDP's initial broadcast must overwrite with rank 0's."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(rank)
     base = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    runs: dict[str, Any] = {}
-    for device in ("mpsrt", "cpu"):
-        model = copy.deepcopy(base).to(device)
-        # Small buckets: several allreduces per backward, overlapping it.
-        ddp = DDP(
-            model, bucket_cap_mb=0.0005, process_group=None if device == "mpsrt" else cpu_group
-        )
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-        grads = []
-        for step in range(STEPS):
-            g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own data
-            x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
-            loss.backward()
-            grads.append([p.grad.detach().cpu().clone() for p in model.parameters()])
-            opt.step()
-        runs[device] = {
-            "grads": grads,
-            "params": [p.detach().cpu().clone() for p in model.parameters()],
-            "param_devices": sorted({p.device.type for p in model.parameters()}),
-        }
-        del ddp, opt, model
-    return runs
+    variants: dict[str, Any] = {}
+    for variant, options in DDP_VARIANTS.items():
+        runs: dict[str, Any] = {}
+        for device in ("mpsrt", "cpu"):
+            model = copy.deepcopy(base).to(device)
+            # Small buckets: several allreduces per backward, overlapping it.
+            ddp = DDP(
+                model,
+                bucket_cap_mb=0.0005,
+                process_group=None if device == "mpsrt" else cpu_group,
+                **options,
+            )
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+            grads = []
+            for step in range(STEPS):
+                g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own data
+                x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
+                loss.backward()
+                grads.append([p.grad.detach().cpu().clone() for p in model.parameters()])
+                opt.step()
+            runs[device] = {
+                "grads": grads,
+                "params": [p.detach().cpu().clone() for p in model.parameters()],
+                "param_devices": sorted({p.device.type for p in model.parameters()}),
+            }
+            del ddp, opt, model
+        variants[variant] = runs
+    return variants
 
 
 def _collectives_section(rank: int) -> dict[str, Any]:
@@ -250,23 +265,26 @@ def _check_ddp_matches_cpu(ranks: list[dict[str, Any]]) -> None:
     # Bit-equal, not close: both runs execute the same CPU kernels on the same values (mpsrt
     # runs aten's CPU kernels on its host-visible memory) and gloo sums the same bytes in the
     # same order in both groups, so any difference is a bug, not rounding.
-    runs = _section(ranks, "ddp")
-    for r, run in enumerate(runs):
-        assert run["mpsrt"]["param_devices"] == ["mpsrt"] and run["cpu"]["param_devices"] == ["cpu"]
+    sections = _section(ranks, "ddp")
+    for variant in DDP_VARIANTS:
+        runs = [section[variant] for section in sections]
+        for r, run in enumerate(runs):
+            assert run["mpsrt"]["param_devices"] == ["mpsrt"]
+            assert run["cpu"]["param_devices"] == ["cpu"]
+            for step in range(STEPS):
+                for i, (g_dev, g_cpu) in enumerate(
+                    zip(run["mpsrt"]["grads"][step], run["cpu"]["grads"][step])
+                ):
+                    assert torch.equal(g_dev, g_cpu), f"{variant} rank {r} step {step} grad {i}"
+            for i, (p_dev, p_cpu) in enumerate(zip(run["mpsrt"]["params"], run["cpu"]["params"])):
+                assert torch.equal(p_dev, p_cpu), f"{variant} rank {r} param {i}: mpsrt != cpu"
+        # DDP's point: every rank holds the same (averaged) gradients and weights, though each
+        # saw its own data and rank 1 started from other weights.
+        for a, b in zip(runs[0]["mpsrt"]["params"], runs[1]["mpsrt"]["params"]):
+            assert torch.equal(a, b), variant
         for step in range(STEPS):
-            for i, (g_dev, g_cpu) in enumerate(
-                zip(run["mpsrt"]["grads"][step], run["cpu"]["grads"][step])
-            ):
-                assert torch.equal(g_dev, g_cpu), f"rank {r} step {step} grad {i}: mpsrt != cpu"
-        for i, (p_dev, p_cpu) in enumerate(zip(run["mpsrt"]["params"], run["cpu"]["params"])):
-            assert torch.equal(p_dev, p_cpu), f"rank {r} param {i}: mpsrt != cpu"
-    # DDP's point: every rank holds the same (averaged) gradients and weights, though each saw
-    # its own data and rank 1 started from other weights.
-    for a, b in zip(runs[0]["mpsrt"]["params"], runs[1]["mpsrt"]["params"]):
-        assert torch.equal(a, b)
-    for step in range(STEPS):
-        for a, b in zip(runs[0]["mpsrt"]["grads"][step], runs[1]["mpsrt"]["grads"][step]):
-            assert torch.equal(a, b)
+            for a, b in zip(runs[0]["mpsrt"]["grads"][step], runs[1]["mpsrt"]["grads"][step]):
+                assert torch.equal(a, b), variant
 
 
 def _check_collectives(ranks: list[dict[str, Any]]) -> None:
