@@ -87,9 +87,9 @@ cpp_tests address '*'
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=0:log_path=$logs/asan.san"
 # The whole Python suite on both backends, the stress test shortened. Left out: the tests
 # that run a heavy peer rather than mpsrt under the sanitizer (Perfetto's trace processor in
-# Node, torch.distributed's gloo); they run in .ci/run.
+# Node, torch.distributed's gloo in spawned ranks); they run in .ci/run.
 MPSRT_STRESS_SECONDS=20 py_tests address "$(gcc -print-file-name=libasan.so):$libstdcxx" \
-  -k "not perfetto_trace_processor and not gloo"
+  -k "not perfetto_trace_processor and not gloo and not test_torch_distributed"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 # ------------------------------------------------------------------ TSan
