@@ -793,3 +793,37 @@ def test_pinned_host_memory(host_visible: None) -> None:
     assert torch.equal(d.cpu(), x)
     del x
     assert not torch.empty(8).is_pinned()  # freed pinned memory is no longer recognised
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_autocast(host_visible: None, dtype: torch.dtype) -> None:
+    # torch's op lists and cast policies (those of its accelerators): matmuls in the lower
+    # precision, softmax and losses in float32; gradients flow back in the parameters' dtype.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    dev_model = model.to("mpsrt")
+    with torch.autocast(device_type="mpsrt", dtype=dtype):
+        y = dev_model(x.to("mpsrt"))
+        p = y.softmax(-1)
+        loss = torch.nn.functional.mse_loss(y, torch.zeros_like(y))
+    assert y.dtype == dtype and p.dtype == torch.float32 and loss.dtype == torch.float32
+    loss.backward()
+    assert all(q.grad is not None and q.grad.dtype == torch.float32 for q in dev_model.parameters())
+    # The same casts by hand on cpu give the same numbers.
+    w1, b1, w2, b2 = (q.detach().cpu().to(dtype) for q in dev_model.parameters())
+    h = torch.nn.functional.linear(x.to(dtype), w1, b1).relu()
+    want = torch.nn.functional.linear(h, w2, b2)
+    assert torch.equal(y.detach().cpu(), want)
+    assert torch.get_autocast_dtype("mpsrt") == torch.float16
+
+
+def test_device_module_lazy_hooks() -> None:
+    assert torch.mpsrt.is_initialized()
+    torch.mpsrt.init()
+    torch.mpsrt._lazy_init()
+    calls = []
+    torch.mpsrt._lazy_call(lambda: calls.append(torch.mpsrt.current_device()))
+    assert calls == [mpsrt.current_device()]  # already initialised: runs at once
+    assert not torch.mpsrt._is_in_bad_fork()
+    assert torch.mpsrt.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]

@@ -88,6 +88,12 @@ def _lazy_init() -> None:
     """Torch calls this before using the device; the runtime is already up."""
 
 
+def _lazy_call(callable: Any, **kwargs: Any) -> None:
+    """torch.cuda's deferred call (run once the device is initialised): the runtime is always
+    up, so it runs now."""
+    callable()
+
+
 _forked = False
 _bad_fork: bool | None = None
 
