@@ -932,7 +932,7 @@ uint64_t reference_normal(RandomDType dt, uint32_t w0, uint32_t w1, bool sine) {
     volatile double t = 6.28318530717958647692 * u2;
     const long double tl = t;
     const auto c = static_cast<double>(sine ? std::sin(tl) : std::cos(tl));
-    const double z = r * c;
+    const double z = 0.0 + r * c;  // mean + std * z with mean 0, std 1: -0 becomes +0
     uint64_t x;
     std::memcpy(&x, &z, 8);
     return x;
@@ -944,7 +944,7 @@ uint64_t reference_normal(RandomDType dt, uint32_t w0, uint32_t w1, bool sine) {
   volatile float t = 6.28318530717958647692f * u2;
   const long double tl = t;
   const auto c = static_cast<float>(sine ? std::sin(tl) : std::cos(tl));
-  const float z = r * c;
+  const float z = 0.0f + r * c;
   if (dt == RandomDType::F16) return ref_f16(z);
   if (dt == RandomDType::BF16) return ref_bf16(z);
   return f32_to_bits(z);
@@ -967,7 +967,8 @@ struct NormalErrors {
 };
 
 // The table's normals of `count` elements (mean 0, std 1) against the reference.
-NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t seed) {
+NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t seed,
+                           bool verbose = false) {
   const size_t s = elem_size(dt);
   constexpr uint64_t kPiece = uint64_t(1) << 20;
   std::vector<uint8_t> buf(kPiece * s);
@@ -988,6 +989,11 @@ NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t see
       const uint64_t got = load_elem(buf.data() + e * s, s);
       const uint64_t want = reference_normal(dt, w(e & ~uint64_t(1)), w(e | 1), (e & 1) != 0);
       if (got == want) continue;
+      if (verbose && out.inexact < 8) {
+        std::printf("  %s element %llu: got %a, want %a\n", dtype_name(dt),
+                    static_cast<unsigned long long>(done + e), elem_value(dt, got),
+                    elem_value(dt, want));
+      }
       ++out.inexact;
       out.max_ulp = std::max(out.max_ulp, ulps_in_dtype(dt, got, want));
       if (dt == RandomDType::F64) out.max_f32 = std::max(out.max_f32, ulp_distance(dt, got, want));
@@ -1019,7 +1025,7 @@ TEST(RandomKernelNormal, DISABLED_Accuracy) {
     count = std::strtoull(c, nullptr, 10);
   const Isa isa = mpsrt::cpu::best_isa();
   for (RandomDType dt : kNormalDtypes) {
-    const NormalErrors e = normal_errors(isa, dt, count, 0x0123456789abcdefULL);
+    const NormalErrors e = normal_errors(isa, dt, count, 0x0123456789abcdefULL, true);
     std::printf("%-7s normal %-5s %llu values: max %lld ulp (float32 ulps: %lld), %llu inexact\n",
                 mpsrt::cpu::isa_name(isa), dtype_name(dt), static_cast<unsigned long long>(count),
                 static_cast<long long>(e.max_ulp),
