@@ -160,6 +160,14 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
                 row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
             if primary and backend == "cpu" and peer_of is _torch_peer:
                 row.goal, row.goal_met = ">= 5x torch", one >= 5 * theirs
+            if kind == "normal" and backend == "cpu":  # issue 18: the vectorised normal
+                ratio = {
+                    ("float32", "numpy"): 10,
+                    ("float32", "torch"): 5,
+                    ("float64", "numpy"): 5,
+                }.get((dtype, peer.split()[0]))
+                if ratio is not None:
+                    row.goal, row.goal_met = f">= {ratio}x {peer}", one >= ratio * theirs
             rows.append(row)
             if primary and backend == "cpu" and peer_of is _numpy_peer:
                 avx2 = _in_process(

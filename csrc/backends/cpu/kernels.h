@@ -21,7 +21,7 @@ struct Kernels {
   void (*copy)(void* dst, const void* src, size_t n, bool nt);
   /// Writes elements [first, first + n) of the random fill `p` (mpsrt/philox.h's stream
   /// definition) into dst, which points at element 0. For RandomOp::Normal, first is even.
-  /// Every table is bit-identical to the scalar one (normal: within 2 ulp of float32).
+  /// Every table is bit-identical to the scalar one (normal too: one algorithm, normal_impl.h).
   void (*random)(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
 };
 

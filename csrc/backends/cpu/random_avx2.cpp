@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/normal_impl.h"
 #include "backends/cpu/random_impl.h"
 #include "mpsrt/philox.h"  // constants only: no inline function of it is called here
 
@@ -170,6 +171,61 @@ struct F64Xf {
   }
 };
 
+// normal_impl.h's SIMD layer: 4 lanes.
+struct Avx2V {
+  static constexpr uint64_t kLanes = 4;
+  using D = __m256d;
+  using I = __m256i;
+  static I load_pairs(const uint32_t* w) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  }
+  static I i64(uint64_t v) { return _mm256_set1_epi64x(static_cast<long long>(v)); }
+  static D f64(double v) { return _mm256_set1_pd(v); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
+  static I add_i(I a, I b) { return _mm256_add_epi64(a, b); }
+  static I sub_i(I a, I b) { return _mm256_sub_epi64(a, b); }
+  template <int N>
+  static I shl(I a) {
+    return _mm256_slli_epi64(a, N);
+  }
+  template <int N>
+  static I shr(I a) {
+    return _mm256_srli_epi64(a, N);
+  }
+  static D as_d(I a) { return _mm256_castsi256_pd(a); }
+  static I as_i(D a) { return _mm256_castpd_si256(a); }
+  static D add(D a, D b) { return _mm256_add_pd(a, b); }
+  static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
+  static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D sqrt(D a) { return _mm256_sqrt_pd(a); }
+  static D to_f32(D a) { return _mm256_cvtps_pd(_mm256_cvtpd_ps(a)); }
+  using F = __m128;
+  static F f32(float v) { return _mm_set1_ps(v); }
+  static F to_f(D a) { return _mm256_cvtpd_ps(a); }
+  static F mul_f(F a, F b) { return _mm_mul_ps(a, b); }
+  static F add_f(F a, F b) { return _mm_add_ps(a, b); }
+  static F sqrt_f(F a) { return _mm_sqrt_ps(a); }
+  static D lookup16(const double* t, I i) {
+    return _mm256_i64gather_pd(t, _mm256_and_si256(i, _mm256_set1_epi64x(15)), 8);
+  }
+  static D select_odd(I q, D a, D b) {
+    const I odd =
+        _mm256_sub_epi64(_mm256_setzero_si256(), _mm256_and_si256(q, _mm256_set1_epi64x(1)));
+    return _mm256_blendv_pd(a, b, _mm256_castsi256_pd(odd));
+  }
+  static void store_f32(float* out, F z0, F z1) {
+    _mm_storeu_ps(out, _mm_unpacklo_ps(z0, z1));
+    _mm_storeu_ps(out + 4, _mm_unpackhi_ps(z0, z1));
+  }
+  static void store_f64(double* out, D z0, D z1) {
+    const __m256d lo = _mm256_unpacklo_pd(z0, z1), hi = _mm256_unpackhi_pd(z0, z1);
+    _mm256_storeu_pd(out, _mm256_permute2f128_pd(lo, hi, 0x20));
+    _mm256_storeu_pd(out + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+  }
+};
+
 struct Avx2Gen {
   static constexpr uint64_t kStepBlocks = kStep;
   static constexpr bool kHalfFused = false;  // F16C is not part of the AVX2 check
@@ -196,6 +252,15 @@ struct Avx2Gen {
   static double u_f64(uint32_t lo, uint32_t hi) {
     const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
     return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
+  }
+  static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
+    nrm::box_muller<Avx2V, true>(w, z, pairs, mean, sd);
+  }
+  static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
+    nrm::box_muller<Avx2V, false>(w, z, pairs, mean, sd);
+  }
+  static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+    rnd::half_from_f32_scalar(src, dst, n, bf16);
   }
 
   static void bits(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned,

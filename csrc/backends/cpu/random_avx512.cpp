@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/normal_impl.h"
 #include "backends/cpu/random_impl.h"
 #include "mpsrt/philox.h"  // constants only: no inline function of it is called here
 
@@ -218,6 +219,10 @@ struct BF16Xf {
     __m512 u =
         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 24)), _mm512_set1_ps(3.90625e-03f));
     if constexpr (Affine) u = _mm512_add_ps(lo, _mm512_mul_ps(span, u));
+    return round(u);
+  }
+  // float32 -> bfloat16 bits, as f32_to_bf16.
+  static __m256i round(__m512 u) {
     const __m512i x = _mm512_castps_si512(u);
     const __m512i top = _mm512_srli_epi32(x, 16);
     const __m512i rounded =
@@ -232,6 +237,59 @@ struct BF16Xf {
   }
   __m512i operator()(__m512i w0, __m512i w1) const {
     return _mm512_inserti64x4(_mm512_castsi256_si512(half(w0)), half(w1), 1);
+  }
+};
+
+// normal_impl.h's SIMD layer: 8 lanes.
+struct Avx512V {
+  static constexpr uint64_t kLanes = 8;
+  using D = __m512d;
+  using I = __m512i;
+  static I load_pairs(const uint32_t* w) { return _mm512_loadu_si512(w); }
+  static I i64(uint64_t v) { return _mm512_set1_epi64(static_cast<long long>(v)); }
+  static D f64(double v) { return _mm512_set1_pd(v); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I xor_(I a, I b) { return _mm512_xor_si512(a, b); }
+  static I add_i(I a, I b) { return _mm512_add_epi64(a, b); }
+  static I sub_i(I a, I b) { return _mm512_sub_epi64(a, b); }
+  template <int N>
+  static I shl(I a) {
+    return _mm512_slli_epi64(a, N);
+  }
+  template <int N>
+  static I shr(I a) {
+    return _mm512_srli_epi64(a, N);
+  }
+  static D as_d(I a) { return _mm512_castsi512_pd(a); }
+  static I as_i(D a) { return _mm512_castpd_si512(a); }
+  static D add(D a, D b) { return _mm512_add_pd(a, b); }
+  static D sub(D a, D b) { return _mm512_sub_pd(a, b); }
+  static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D sqrt(D a) { return _mm512_sqrt_pd(a); }
+  static D to_f32(D a) { return _mm512_cvtps_pd(_mm512_cvtpd_ps(a)); }
+  using F = __m256;
+  static F f32(float v) { return _mm256_set1_ps(v); }
+  static F to_f(D a) { return _mm512_cvtpd_ps(a); }
+  static F mul_f(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F add_f(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sqrt_f(F a) { return _mm256_sqrt_ps(a); }
+  static D lookup16(const double* t, I i) {
+    return _mm512_permutex2var_pd(_mm512_load_pd(t), i, _mm512_load_pd(t + 8));
+  }
+  static D select_odd(I q, D a, D b) {
+    return _mm512_mask_blend_pd(_mm512_test_epi64_mask(q, _mm512_set1_epi64(1)), a, b);
+  }
+  static void store_f32(float* out, F z0, F z1) {
+    const __m512i idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    _mm512_storeu_ps(
+        out, _mm512_permutex2var_ps(_mm512_castps256_ps512(z0), idx, _mm512_castps256_ps512(z1)));
+  }
+  static void store_f64(double* out, D z0, D z1) {
+    const __m512i lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    const __m512i hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    _mm512_storeu_pd(out, _mm512_permutex2var_pd(z0, lo, z1));
+    _mm512_storeu_pd(out + 8, _mm512_permutex2var_pd(z0, hi, z1));
   }
 };
 
@@ -261,6 +319,28 @@ struct Avx512Gen {
   static double u_f64(uint32_t lo, uint32_t hi) {
     const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
     return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
+  }
+  static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
+    nrm::box_muller<Avx512V, true>(w, z, pairs, mean, sd);
+  }
+  static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
+    nrm::box_muller<Avx512V, false>(w, z, pairs, mean, sd);
+  }
+  static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+    uint64_t i = 0;
+    if (bf16) {
+      for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                            BF16Xf<false>::round(_mm512_loadu_ps(src + i)));
+      }
+    } else {
+      for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+    }
+    rnd::half_from_f32_scalar(src + i, dst + i, n - i, bf16);
   }
 
   static void bits(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned,

@@ -1,15 +1,18 @@
 // The random-number fill of the cpu backend (mpsrt/philox.h's stream definition), written once
 // over a generator policy G and instantiated per ISA in random_<isa>.cpp, each compiled with
 // its own -m flags and -ffp-contract=off (a fused multiply-add would change uniform's
-// low + (high - low) * u and normal's mean + std * z). Everything here has internal linkage;
-// the SIMD translation units call no external inline function either (philox.h's functions
-// are used by the scalar table only), so no AVX-512 code can reach the scalar path through a
-// merged inline definition.
+// low + (high - low) * u, normal's mean + std * z and normal_impl.h's Box-Muller). Everything here
+// has internal linkage; the SIMD translation units call no external inline function either
+// (philox.h's functions are used by the scalar table only), so no AVX-512 code can reach the scalar
+// path through a merged inline definition.
 //
 // G provides:
 //   kStepBlocks                 blocks per step of its fused loops (0: no fused loops)
 //   blocks(out, seed, blk, nb)  the 4 * nb words of blocks blk .. blk + nb - 1, memory order
 //   u_f32(w), u_f16(w), u_bf16(w), u_f64(lo, hi)   philox.h's uniform transforms
+//   normal_f32(w, z, pairs, mean, sd), normal_f64(...)  normal_impl.h's box_muller over the
+//                               table's SIMD layer (the same algorithm, so the same bits)
+//   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
 // and, when kStepBlocks > 0, fused loops that write `steps` * kStepBlocks blocks' worth of
 // elements starting at block blk (`aligned`: out is 64-byte aligned; `nt`: streaming stores):
 //   bits(uint32_t* out, seed, blk, steps, aligned, nt)
@@ -18,8 +21,6 @@
 // and, when kHalfFused, the float16 / bfloat16 (bf16) uniform:
 //   uniform_half(uint16_t* out, seed, blk, steps, lo, span, bf16, aligned, nt)
 #pragma once
-
-#include <math.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -102,43 +103,6 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-constexpr float kTwoPiF = 6.28318530717958647692f;
-constexpr double kTwoPi = 6.28318530717958647692;
-
-/// Box-Muller in float32: z[0] = r cos(2 pi u2) (element 2e), z[1] = r sin (element 2e + 1).
-inline void box_muller_f32(uint32_t w0, uint32_t w1, float z[2]) {
-  const float u1 = static_cast<float>((w0 >> 8) + 1) * 5.9604644775390625e-08f;  // (0, 1]
-  const float u2 = static_cast<float>(w1 >> 8) * 5.9604644775390625e-08f;        // [0, 1)
-  const float r = sqrtf(-2.0f * logf(u1));
-  const float theta = kTwoPiF * u2;
-  float s, c;
-#if defined(__GLIBC__)
-  sincosf(theta, &s, &c);
-#else
-  s = sinf(theta);
-  c = cosf(theta);
-#endif
-  z[0] = r * c;
-  z[1] = r * s;
-}
-
-/// Box-Muller in float64 (same words and definition).
-inline void box_muller_f64(uint32_t w0, uint32_t w1, double z[2]) {
-  const double u1 = static_cast<double>((w0 >> 8) + 1) * 5.9604644775390625e-08;
-  const double u2 = static_cast<double>(w1 >> 8) * 5.9604644775390625e-08;
-  const double r = sqrt(-2.0 * log(u1));
-  const double theta = kTwoPi * u2;
-  double s, c;
-#if defined(__GLIBC__)
-  sincos(theta, &s, &c);
-#else
-  s = sin(theta);
-  c = cos(theta);
-#endif
-  z[0] = r * c;
-  z[1] = r * s;
-}
-
 /// Generic loop: element e of [first, first + n) is f(words wpe * e .. wpe * e + wpe - 1).
 template <class G, class T, class F>
 void generic_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f) {
@@ -158,11 +122,24 @@ void generic_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, uns
   }
 }
 
+/// float32 -> float16 / bfloat16 bits, element by element (the tables without a vector form).
+inline void half_from_f32_scalar(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+  if (bf16) {
+    for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+  }
+}
+
 /// Normal: element e comes from the word pair (e & ~1, e | 1); even elements take the cosine,
-/// odd ones the sine. f(z) converts mean + std * z to T (z[0] or z[1] of the pair).
-template <class G, class T, class Pair>
-void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, Pair pair) {
-  alignas(64) uint32_t buf[kChunkBlocks * 4];
+/// odd ones the sine. G::normal_f32 / G::normal_f64 (normal_impl.h's box_muller) turn the pairs
+/// of a chunk into mean + std * Z (float or double); float16 / bfloat16 round the float32 value.
+template <class G, class T, class Z>
+void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool bf16 = false) {
+  constexpr uint64_t kPad = 16;  // words past the chunk: box_muller rounds pairs up to its lanes
+  alignas(64) uint32_t buf[kChunkBlocks * 4 + kPad];
+  alignas(64) Z z[kChunkBlocks * 4 + kPad];
+  std::memset(buf, 0, sizeof buf);  // the padding pairs are computed and dropped
   const uint64_t end = first + n;
   uint64_t q = first / 2;                // first pair
   const uint64_t q_end = (end + 1) / 2;  // one past the last pair
@@ -173,12 +150,18 @@ void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, Pair
     const uint64_t b0 = w0 / 4, b1 = (w1 + 3) / 4;
     G::blocks(buf, p.seed, p.offset + b0, b1 - b0);
     const uint32_t* w = buf + (w0 - 4 * b0);
-    for (uint64_t i = 0; i < m; ++i) {
-      T v[2];
-      pair(w[2 * i], w[2 * i + 1], v);
-      const uint64_t e = 2 * (q + i);
-      if (e >= first) dst[e] = v[0];
-      if (e + 1 < end) dst[e + 1] = v[1];
+    if constexpr (sizeof(Z) == 4) {
+      G::normal_f32(w, z, m, static_cast<float>(p.a), static_cast<float>(p.b));
+    } else {
+      G::normal_f64(w, z, m, p.a, p.b);
+    }
+    const uint64_t e0 = 2 * q;
+    const uint64_t lo = first > e0 ? first - e0 : 0;
+    const uint64_t hi = min_u64(2 * m, end - e0);
+    if constexpr (sizeof(T) == sizeof(Z)) {
+      std::memcpy(dst + e0 + lo, z + lo, (hi - lo) * sizeof(T));
+    } else {
+      G::half_from_f32(z + lo, dst + e0 + lo, hi - lo, bf16);
     }
     q += m;
   }
@@ -335,53 +318,22 @@ void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
           return;
       }
     }
-    case RandomOp::Normal: {
-      const float mean = static_cast<float>(p.a), sd = static_cast<float>(p.b);
-      auto f32 = [mean, sd](uint32_t w0, uint32_t w1, float v[2]) {
-        float z[2];
-        box_muller_f32(w0, w1, z);
-        const float t0 = sd * z[0], t1 = sd * z[1];
-        v[0] = mean + t0;
-        v[1] = mean + t1;
-      };
+    case RandomOp::Normal:
       switch (p.dtype) {
         case RandomDType::F32:
-          normal_loop<G>(static_cast<float*>(dst), p, first, n, f32);
+          normal_loop<G, float, float>(static_cast<float*>(dst), p, first, n);
           return;
         case RandomDType::F16:
-          normal_loop<G>(static_cast<uint16_t*>(dst), p, first, n,
-                         [&f32](uint32_t w0, uint32_t w1, uint16_t v[2]) {
-                           float x[2];
-                           f32(w0, w1, x);
-                           v[0] = f32_to_f16(x[0]);
-                           v[1] = f32_to_f16(x[1]);
-                         });
-          return;
         case RandomDType::BF16:
-          normal_loop<G>(static_cast<uint16_t*>(dst), p, first, n,
-                         [&f32](uint32_t w0, uint32_t w1, uint16_t v[2]) {
-                           float x[2];
-                           f32(w0, w1, x);
-                           v[0] = f32_to_bf16(x[0]);
-                           v[1] = f32_to_bf16(x[1]);
-                         });
+          normal_loop<G, uint16_t, float>(static_cast<uint16_t*>(dst), p, first, n,
+                                          p.dtype == RandomDType::BF16);
           return;
-        case RandomDType::F64: {
-          const double mean_d = p.a, sd_d = p.b;
-          normal_loop<G>(static_cast<double*>(dst), p, first, n,
-                         [mean_d, sd_d](uint32_t w0, uint32_t w1, double v[2]) {
-                           double z[2];
-                           box_muller_f64(w0, w1, z);
-                           const double t0 = sd_d * z[0], t1 = sd_d * z[1];
-                           v[0] = mean_d + t0;
-                           v[1] = mean_d + t1;
-                         });
+        case RandomDType::F64:
+          normal_loop<G, double, double>(static_cast<double*>(dst), p, first, n);
           return;
-        }
         default:
           return;
       }
-    }
     case RandomOp::IntRange:
       switch (p.dtype) {
         case RandomDType::U8:

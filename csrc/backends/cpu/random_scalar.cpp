@@ -1,13 +1,71 @@
 // The scalar random-number table: philox.h's own functions, the reference every other table
 // matches bit for bit. Compiled with -ffp-contract=off (see random_impl.h).
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/normal_impl.h"
 #include "backends/cpu/random_impl.h"
 #include "mpsrt/philox.h"
 
 namespace mpsrt::cpu {
 namespace {
+
+// normal_impl.h's SIMD layer with one lane.
+struct ScalarV {
+  static constexpr uint64_t kLanes = 1;
+  using D = double;
+  using I = uint64_t;
+  static I load_pairs(const uint32_t* w) {
+    return static_cast<uint64_t>(w[0]) | (static_cast<uint64_t>(w[1]) << 32);
+  }
+  static I i64(uint64_t v) { return v; }
+  static D f64(double v) { return v; }
+  static I and_(I a, I b) { return a & b; }
+  static I or_(I a, I b) { return a | b; }
+  static I xor_(I a, I b) { return a ^ b; }
+  static I add_i(I a, I b) { return a + b; }
+  static I sub_i(I a, I b) { return a - b; }
+  template <int N>
+  static I shl(I a) {
+    return a << N;
+  }
+  template <int N>
+  static I shr(I a) {
+    return a >> N;
+  }
+  static D as_d(I a) {
+    D d;
+    std::memcpy(&d, &a, 8);
+    return d;
+  }
+  static I as_i(D a) {
+    I i;
+    std::memcpy(&i, &a, 8);
+    return i;
+  }
+  static D add(D a, D b) { return a + b; }
+  static D sub(D a, D b) { return a - b; }
+  static D mul(D a, D b) { return a * b; }
+  static D sqrt(D a) { return std::sqrt(a); }
+  static D to_f32(D a) { return static_cast<double>(static_cast<float>(a)); }
+  using F = float;
+  static F f32(float v) { return v; }
+  static F to_f(D a) { return static_cast<float>(a); }
+  static F mul_f(F a, F b) { return a * b; }
+  static F add_f(F a, F b) { return a + b; }
+  static F sqrt_f(F a) { return std::sqrt(a); }
+  static D lookup16(const double* t, I i) { return t[i & 15]; }
+  static D select_odd(I q, D a, D b) { return (q & 1) ? b : a; }
+  static void store_f32(float* out, F z0, F z1) {
+    out[0] = z0;
+    out[1] = z1;
+  }
+  static void store_f64(double* out, D z0, D z1) {
+    out[0] = z0;
+    out[1] = z1;
+  }
+};
 
 struct ScalarGen {
   static constexpr uint64_t kStepBlocks = 0;  // no fused loops
@@ -22,6 +80,15 @@ struct ScalarGen {
   static float u_f16(uint32_t w) { return philox::uniform_f16_value(w); }
   static float u_bf16(uint32_t w) { return philox::uniform_bf16_value(w); }
   static double u_f64(uint32_t lo, uint32_t hi) { return philox::uniform_f64(lo, hi); }
+  static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
+    nrm::box_muller<ScalarV, true>(w, z, pairs, mean, sd);
+  }
+  static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
+    nrm::box_muller<ScalarV, false>(w, z, pairs, mean, sd);
+  }
+  static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+    rnd::half_from_f32_scalar(src, dst, n, bf16);
+  }
   // Never called (kStepBlocks == 0).
   static void bits(uint32_t*, uint64_t, uint64_t, uint64_t, bool, bool) {}
   static void uniform_f32(float*, uint64_t, uint64_t, uint64_t, float, float, bool, bool) {}
