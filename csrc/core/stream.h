@@ -46,6 +46,19 @@ class StreamImpl {
     apply_locked(sync, lock);
   }
 
+  /// When the stream is idle -- nothing encoded in the open command buffer and every committed
+  /// command buffer completed -- runs f() under the stream's lock (no command can be encoded
+  /// meanwhile) and returns true; otherwise returns false without running it.
+  template <class F>
+  bool if_idle(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((open_ && open_->size() > 0) || !reached(committed_.load(std::memory_order_relaxed))) {
+      return false;
+    }
+    f();
+    return true;
+  }
+
   void commit(SyncType sync);
   /// Encodes fn to run on a runtime thread after the stream's work so far, and commits.
   void add_callback(std::function<void()> fn) {

@@ -830,6 +830,41 @@ TEST_P(EventTest, QueryAloneCompletesAnUncommittedRecord) {
   EXPECT_TRUE(e.query()) << "query() never flushed the recording stream";
 }
 
+TEST_P(EventTest, ARecordOnAnIdleStreamIsReachedAtOnceAndStillOrdersLaterWork) {
+  Stream s = mpsrt::stream_from_pool();
+  s.synchronize();
+  Event e;
+  e.record(s);  // nothing before it: reached as it is recorded, no submission needed
+  EXPECT_TRUE(e.query());
+  EXPECT_TRUE(s.query());
+  // Work encoded after the record is not covered by it, and a wait on it orders nothing
+  // that is not done already: another stream waiting on e runs at once.
+  Stream t = mpsrt::stream_from_pool();
+  auto g = gate();
+  block(s, g);
+  t.wait_event(e);
+  std::atomic<bool> t_ran{false};
+  t.add_callback([&] { t_ran = true; });
+  std::future<void> fut;
+  EXPECT_TRUE(finishes_within(
+      fut, [&] { t.synchronize(); }, 5000ms));
+  EXPECT_TRUE(t_ran.load());
+  EXPECT_TRUE(e.query());
+  // Recorded behind the blocked work: not reached until it completes (the encoded path).
+  e.record(s);
+  EXPECT_FALSE(e.query());
+  g->open();
+  EXPECT_TRUE(finishes_within(
+      fut, [&] { e.synchronize(); }, 5000ms));
+  EXPECT_TRUE(e.query());
+  // A timing event always takes the device's timestamp (the encoded path), idle or not.
+  Event t0(true), t1(true);
+  s.synchronize();
+  t0.record(s);
+  t1.record(s);
+  EXPECT_GE(t0.elapsed_time(t1), 0.0);
+}
+
 TEST_P(EventTest, SynchronizeCompletesAnUncommittedRecord) {
   Stream s = mpsrt::stream_from_pool();
   Buffer a(1 << 20, s);
