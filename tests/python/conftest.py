@@ -29,6 +29,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # parametrised items). Moving them out of the collector's generations keeps each of the
     # thousands of collections the tests trigger (many call gc.collect()) from walking them
     # all again.
+    # torch's heavy modules (dynamo with sympy, distributed, ...) are imported lazily by the
+    # torch tests and the bench's torch area: import them now, so that they are frozen too.
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        import importlib
+
+        for name in ("torch._dynamo", "torch.distributed", "torch.nn.parallel"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
     gc.collect()
     gc.freeze()
 
