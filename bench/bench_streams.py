@@ -28,7 +28,7 @@ def _cpp_rows(quick: bool, backend: str) -> list[Row]:
             "ns",
             goal="<= 200 ns",
             goal_met=rq <= 200,
-            note="the query commits the command buffer holding the signal",
+            note="an idle stream: the record is signalled from the host (no command buffer)",
         ),
         Row(AREA, "encode one fill (C++)", enc, "ns", goal="<= 100 ns", goal_met=enc <= 100),
     ]
