@@ -78,6 +78,20 @@ def _restore_device(backend: str) -> Iterator[None]:
 
 
 @pytest.fixture
+def host_visible(backend: str) -> None:
+    """Skips (with the reason) where the PyTorch device cannot run: device memory that is not
+    host-visible. For the torch tests (torch imported lazily)."""
+    import torch
+
+    try:
+        torch.empty(1, device="mpsrt")
+    except RuntimeError as e:
+        if "not host-visible" in str(e):
+            pytest.skip(f"backend {backend}: device memory is not host-visible ({e})")
+        raise
+
+
+@pytest.fixture
 def runtime_env(backend: str):
     """Call with keyword env vars to re-create the runtime with them for one test."""
 

@@ -33,16 +33,6 @@ def _free_tensors() -> Iterator[None]:
     mpsrt.synchronize()
 
 
-@pytest.fixture
-def host_visible(backend: str) -> None:
-    try:
-        torch.empty(1, device="mpsrt")
-    except RuntimeError as e:
-        if "not host-visible" in str(e):
-            pytest.skip(f"backend {backend}: device memory is not host-visible ({e})")
-        raise
-
-
 def test_registration() -> None:
     assert torch.device("mpsrt").type == "mpsrt"
     assert torch._C._get_privateuse1_backend_name() == "mpsrt"

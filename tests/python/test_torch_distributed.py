@@ -332,15 +332,11 @@ def _check_bad_input(ranks: list[dict[str, Any]]) -> None:
         assert torch.equal(out["after"], torch.full((4,), 2.0))  # the group is still usable
 
 
-def test_two_ranks(backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_two_ranks(
+    host_visible: None, backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """One test, so that the ranks start once per backend whatever the xdist distribution;
     it runs every check below and reports each one that fails."""
-    try:
-        torch.empty(1, device="mpsrt")
-    except RuntimeError as e:
-        if "not host-visible" in str(e):
-            pytest.skip(f"backend {backend}: device memory is not host-visible ({e})")
-        raise
     ranks = _spawn_ranks(backend, tmp_path_factory)
     for r, res in enumerate(ranks):
         assert res["group"] == ("ProcessGroupMpsrt", "mpsrt"), f"rank {r}: {res['group']}"
