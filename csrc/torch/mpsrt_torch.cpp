@@ -507,17 +507,22 @@ bool is_mpsrt(const at::Tensor& t) {
 }
 
 // ------------------------------------------------------------------ native kernels
+// The allocator serves the current device: a factory naming another device switches to it
+// (restored when `guard` goes, on any exit); none or the current one costs no switch.
+void guard_other_device(const std::optional<at::Device>& device,
+                        std::optional<c10::DeviceGuard>& guard) {
+  if (!device || !device->has_index()) return;
+  const auto d = device->index();
+  if (d == current_index()) return;
+  check_index(d);
+  guard.emplace(c10::Device(kDev, d));
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device,
                                std::optional<bool>, std::optional<at::MemoryFormat> mf) {
-  // The allocator serves the current device: switch (and restore on any exit) only for another.
-  const auto cur = current_index();
-  const auto d = device && device->has_index() ? device->index() : cur;
   std::optional<c10::DeviceGuard> guard;
-  if (d != cur) {
-    check_index(d);
-    guard.emplace(c10::Device(kDev, d));
-  }
+  guard_other_device(device, guard);
   return at::detail::empty_generic(size, &g_allocator,
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), mf);
@@ -526,13 +531,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                          std::optional<at::Device> device, std::optional<bool>) {
-  const auto cur = current_index();
-  const auto d = device && device->has_index() ? device->index() : cur;
-  std::optional<c10::DeviceGuard> guard;  // as in empty_memory_format
-  if (d != cur) {
-    check_index(d);
-    guard.emplace(c10::Device(kDev, d));
-  }
+  std::optional<c10::DeviceGuard> guard;
+  guard_other_device(device, guard);
   return at::detail::empty_strided_generic(size, stride, &g_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
