@@ -91,6 +91,8 @@ class StreamImpl {
   /// Commits what is open and waits for everything committed; rethrows a command failure.
   /// When nothing else is in flight the backend may run the open work on the calling thread.
   void synchronize();
+  /// True when the open command buffer holds commands (a hint: other threads may encode).
+  bool has_open_work() const noexcept { return open_pending_.load(std::memory_order_acquire); }
   /// Commits the open command buffer if it holds commands (never runs it inline).
   void flush() {
     std::lock_guard<std::mutex> lock(mu_);

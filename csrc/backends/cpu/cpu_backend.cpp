@@ -125,14 +125,18 @@ struct Cmd {
   std::unique_ptr<backend::RandomParams> random;  // kRandom only
 };
 
-// How a device runs its kernels, as measured on the development VM (L2 1 MiB, large shared
-// L3; see bench_fill_copy.py):
-//  - byte fills go to glibc memset, which picks its own store strategy and runs at ~110 GB/s
-//    in cache and ~40 GB/s to memory; wider patterns use the vector kernels with streaming
-//    stores past the L2 size (~40 GB/s against ~26 for ordinary stores);
-//  - copies go to glibc memcpy (rep movsb from 1 MiB where ERMS exists), which measured at
-//    least as fast as a streaming copy at every size: copies never ask for streaming stores;
-//  - fills and copies stay on the queue's thread: one thread already saturates this VM's
+// How a device runs its kernels, as measured on the development VMs (see bench_fill_copy.py):
+//  - fills below the streaming threshold use ordinary stores: glibc memset for byte patterns,
+//    the vector kernels for wider ones; a buffer that fits the caches stays there for the next
+//    op (VM with L2 2 MiB, L3 480 MiB: memset 26-27 GB/s up to 64 MiB, NT stores 25);
+//  - from the threshold up every fill uses streaming (non-temporal) stores: the data goes to
+//    memory anyway, and NT stores skip the read-for-ownership (same VM, 128 MiB - 1 GiB:
+//    24 GB/s against memset's 10). The threshold is a quarter of the shared L3 (what a thread
+//    can expect to keep of it), at least the L2 size and 1 MiB;
+//  - copies go to glibc memcpy, which measured at least as fast as a streaming copy at every
+//    size but 64-128 MiB: copies never ask for streaming stores;
+//  - a fill or copy runs on one thread (the queue's, or the synchronizing thread's when it
+//    runs the work inline: see CpuCommandBuffer::prefers_queue): one thread saturates this VM's
 //    memory bandwidth, and splitting an in-cache 16 MiB memset across cores measured slower
 //    (64 against 106 GB/s). The pool serves the compute-bound random fills.
 struct ExecContext {
@@ -142,7 +146,7 @@ struct ExecContext {
 };
 
 void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) {
-  ctx.kernels->fill(dst, n, pattern, n >= ctx.nt_fill_threshold && !is_byte_pattern(pattern));
+  ctx.kernels->fill(dst, n, pattern, n >= ctx.nt_fill_threshold);
 }
 
 // Random fills are compute-bound (~0.5 ns per word): past kParallelRandomBytes the elements
@@ -234,13 +238,20 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
     }
     cmds_.clear();
   }
-  /// True when a command must run on a runtime thread (host callbacks promise that).
-  bool has_host_callback() const {
+  /// True when the commands should run on the queue's thread rather than inline on a thread
+  /// that synchronizes: host callbacks (they are promised a runtime thread), and copies of
+  /// kInlineCopyMax bytes or more. A copy reads and writes twice its size; on the queue's core
+  /// the cache holds only the copy's lines, and that measured faster than inline on a thread
+  /// that runs Python (1 MiB: 44 against 57 us), while fills measured faster inline (no
+  /// hand-off: 17.7 against 18.4 us, memset 16.4).
+  bool prefers_queue() const {
     for (const Cmd& c : cmds_) {
       if (c.kind == Cmd::kCallback) return true;
+      if (c.kind == Cmd::kCopy && c.n >= kInlineCopyMax) return true;
     }
     return false;
   }
+  static constexpr size_t kInlineCopyMax = size_t(256) << 10;
 
   // Queue links (see CpuQueue).
   std::atomic<CpuCommandBuffer*> next{nullptr};
@@ -335,7 +346,7 @@ class CpuQueue final : public backend::Queue {
   bool run_inline(std::unique_ptr<backend::CommandBuffer>& cb,
                   const CompletionFn& on_complete) override {
     auto* c = static_cast<CpuCommandBuffer*>(cb.get());
-    if (c->has_host_callback()) return false;
+    if (c->prefers_queue()) return false;
     const Completion done = c->execute(ctx_);
     c->release_commands();
     if (on_complete) on_complete(done);
@@ -395,7 +406,7 @@ class CpuDevice final : public backend::Device {
     ctx_.kernels = &kernels_for(isa);
     info_.details = std::string("kernels=") + isa_name(isa);
     ctx_.pool = pool_.get();
-    ctx_.nt_fill_threshold = std::max<size_t>(l2_cache_bytes(), size_t(1) << 20);
+    ctx_.nt_fill_threshold = std::max({l2_cache_bytes(), l3_cache_bytes() / 4, size_t(1) << 20});
   }
   const backend::DeviceInfo& info() const noexcept override { return info_; }
 

@@ -81,4 +81,12 @@ size_t l2_cache_bytes() {
   return size_t(1) << 20;
 }
 
+size_t l3_cache_bytes() {
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) return static_cast<size_t>(l3);
+#endif
+  return 0;
+}
+
 }  // namespace mpsrt::cpu

@@ -13,5 +13,7 @@ std::string cpu_model_name();
 uint64_t usable_memory_bytes();
 /// Level-2 cache size per core in bytes (1 MiB when it cannot be read).
 size_t l2_cache_bytes();
+/// Last-level (level-3) cache size in bytes, shared by the cores (0 when it cannot be read).
+size_t l3_cache_bytes();
 
 }  // namespace mpsrt::cpu

@@ -48,19 +48,6 @@ const Kernels& kernels_for(Isa isa) noexcept {
   return kScalarKernels;
 }
 
-bool cpu_has_erms() noexcept {
-#if defined(MPSRT_HAVE_X86_KERNELS)
-  static const bool erms = [] {
-    unsigned a = 7, b = 0, c = 0, d = 0;
-    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
-    return (b & (1u << 9)) != 0;  // CPUID.(EAX=7,ECX=0):EBX[9] ERMS
-  }();
-  return erms;
-#else
-  return false;
-#endif
-}
-
 uint64_t replicate_pattern(uint64_t pattern, unsigned pattern_size) noexcept {
   switch (pattern_size) {
     case 1:

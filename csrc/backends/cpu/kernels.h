@@ -33,9 +33,6 @@ Isa best_isa() noexcept;
 /// The table for isa; isa must be supported.
 const Kernels& kernels_for(Isa isa) noexcept;
 
-/// True when the CPU has fast `rep movsb` (ERMS), checked once.
-bool cpu_has_erms() noexcept;
-
 /// True when all 8 bytes of a replicated pattern are equal (a memset).
 inline bool is_byte_pattern(uint64_t p8) noexcept {
   return p8 == (p8 & 0xff) * 0x0101010101010101ULL;
