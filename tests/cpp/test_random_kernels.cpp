@@ -645,7 +645,8 @@ TEST_P(RandomKernelScalar, MatchesTheStreamDefinition) {
 
 TEST(RandomKernelScalar, NormalFloat32IsComputedInFloat32) {
   // Element 2e = mean + std * r cos(2 pi u2), element 2e + 1 the sine, all in float32, each
-  // step rounded once: the same bits as the correctly rounded steps.
+  // step rounded once: z within 2 ulp of the correctly rounded steps' z (the same z but for
+  // about 0.2 % of the elements), then mean + std * z in float32 exactly.
   RandomParams p;
   p.op = RandomOp::Normal;
   p.dtype = RandomDType::F32;
@@ -653,27 +654,38 @@ TEST(RandomKernelScalar, NormalFloat32IsComputedInFloat32) {
   p.offset = 5;
   p.a = 0.25;
   p.b = 2.0;
-  const uint64_t n = 4001;  // odd: the last pair's sine is dropped
+  const uint64_t n = 40001;  // odd: the last pair's sine is dropped
   std::vector<float> got(n);
   mpsrt::cpu::kernels_for(Isa::Scalar).random(got.data(), p, 0, n);
+  uint64_t moved = 0;
   for (uint64_t e = 0; e < n; ++e) {
     const uint32_t w0 = philox::word(p.seed, p.offset, e & ~uint64_t(1));
     const uint32_t w1 = philox::word(p.seed, p.offset, e | 1);
     const float u1 = static_cast<float>((w0 >> 8) + 1) * 0x1p-24f;
     const float u2 = static_cast<float>(w1 >> 8) * 0x1p-24f;
     // logf, sinf and cosf correctly rounded (long double, rounded to float; libm's float
-    // functions may be an ulp off, and mean + std * z can magnify an ulp of z).
+    // functions may be an ulp off).
     const auto lf = static_cast<float>(std::log(static_cast<long double>(u1)));
     const float r = std::sqrt(-2.0f * lf);
     volatile float t = 6.28318530717958647692f * u2;
     const long double tl = t;
     const auto trig = static_cast<float>(e % 2 ? std::sin(tl) : std::cos(tl));
     volatile float z = r * trig;
-    volatile float sz = 2.0f * z;
-    const float want = 0.25f + sz;
-    ASSERT_EQ(f32_to_bits(got[e]), f32_to_bits(want))
-        << "element " << e << " is " << got[e] << ", want " << want;
+    bool found = false;
+    for (int k = 0; k <= 4 && !found; ++k) {  // z, z + 1 ulp, z - 1 ulp, z + 2 ulp, z - 2 ulp
+      float zk = z;
+      for (int i = 0; i < (k + 1) / 2; ++i) zk = std::nextafter(zk, k % 2 ? INFINITY : -INFINITY);
+      volatile float sz = 2.0f * zk;
+      const float want = 0.25f + sz;
+      if (f32_to_bits(got[e]) == f32_to_bits(want)) {
+        found = true;
+        moved += k > 0;
+      }
+    }
+    ASSERT_TRUE(found) << "element " << e << " is " << got[e] << ", not 0.25 + 2 z with z within "
+                       << "2 ulp of " << z;
   }
+  EXPECT_LE(moved, n / 100);
 }
 
 std::string op_param_name(const ::testing::TestParamInfo<RandomOp>& p) {
@@ -1005,14 +1017,16 @@ NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t see
 const RandomDType kNormalDtypes[] = {RandomDType::F32, RandomDType::F16, RandomDType::BF16,
                                      RandomDType::F64};
 
-// Against the correctly rounded steps: float32 (and so float16 / bfloat16) exact but for rare
-// near-ties, float64 within a few double ulps; every table.
+// Against the correctly rounded steps: float32 (and so float16 / bfloat16) exact but for the
+// values whose logf / cosf / sinf lie within a few hundredths of an ulp of a rounding tie
+// (0.2 %), and then within API.md's 2 ulp; float64 within a few double ulps; every table.
 TEST_P(RandomKernelTable, NormalAccuracy) {
+  const uint64_t count = uint64_t(1) << 18;
   for (RandomDType dt : kNormalDtypes) {
-    const NormalErrors e = normal_errors(GetParam(), dt, uint64_t(1) << 18, 0x5eed);
+    const NormalErrors e = normal_errors(GetParam(), dt, count, 0x5eed);
     SCOPED_TRACE(dtype_name(dt));
-    EXPECT_LE(e.max_ulp, dt == RandomDType::F64 ? 4 : 1);
-    EXPECT_LE(e.inexact, dt == RandomDType::F64 ? (uint64_t(1) << 18) : 4);
+    EXPECT_LE(e.max_ulp, dt == RandomDType::F64 ? 4 : 2);
+    EXPECT_LE(e.inexact, dt == RandomDType::F64 ? count : count / 200);
   }
 }
 

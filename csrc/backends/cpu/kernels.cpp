@@ -20,7 +20,7 @@ bool isa_supported(Isa isa) noexcept {
       return true;
 #if defined(MPSRT_HAVE_X86_KERNELS)
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");

@@ -1,45 +1,60 @@
-// Box-Muller for the cpu backend's normal fills, written once over a small SIMD layer V and
+// Box-Muller for the cpu backend's normal fills, written once over small SIMD layers and
 // instantiated by every kernel table (scalar, AVX2, AVX-512), so all tables give the same bits.
-// Each translation unit is compiled with -ffp-contract=off and the algorithm uses only
-// operations that round the same way on every ISA: add, sub, mul, sqrt, double <-> float
-// conversions, integer bit operations and table lookups (no fused multiply-add, no libm).
+// Each translation unit is compiled with -ffp-contract=off; the algorithms use only operations
+// that round the same way on every ISA: add, sub, mul, fused multiply-add (written out: the
+// scalar table calls fma / fmaf), sqrt, int <-> float conversions, integer bit operations and
+// table lookups (no libm).
 //
 // The definition (mpsrt/philox.h) for the word pair (w0, w1):
 //   u1 = ((w0 >> 8) + 1) * 2^-24 in (0, 1], u2 = (w1 >> 8) * 2^-24 in [0, 1)
 //   float32:  l = logf(u1), r = sqrtf(-2 l), t = float(2 pi) * u2 (rounded to float),
 //             z0 = r * cosf(t), z1 = r * sinf(t), every step rounded to float;
 //   float64:  the same in double with t = 2 pi * u2 (rounded to double).
-// logf, cosf and sinf are evaluated in double to about 2^-42 relative and rounded to float, so
-// they are the correctly rounded float results except within ~2^-18 ulp of a rounding tie;
-// sqrtf is sqrt in double rounded to float (exact: double has more than 2 * 24 + 2 bits).
-// float64's log, cos and sin are accurate to about one double ulp.
+// float32 (box_muller_f32, below) evaluates logf, cosf and sinf in float as an exact head plus
+// a tail carried with its rounding errors: the correctly rounded results but within a few
+// hundredths of an ulp of a rounding tie (measured: 0.22 % of the values differ from the
+// correctly rounded steps, by at most 2 ulp). float64 (box_muller) is accurate to a few
+// double ulps.
 //
 // log: u1 = 2^(E - 24) m with m in [0.6875, 1.375), m = (1 + r) / c_i for the table entry i of
-// m's subinterval (16 subintervals; c_i has 20 bits, so m c_i - 1 is exact), and
+// m's subinterval (16 subintervals; c_i has 20 bits), and
 // log u1 = (E - 24) ln 2 + log(1 / c_i) + log1p(r), |r| <= 1/16. The subintervals next to 1
 // use c = 1, so log u1 near 0 (u1 near 1) is log1p(r) itself, with no cancellation.
-// sin / cos: t = q pi/2 + y with q = round(t 2/pi) in 0..4, y = t - q pi/2 exactly enough
-// (pi/2 in two parts for float32's 24-bit t, three for float64's), |y| <= pi/4; then
-// sin y = y + y^3 S(y^2), cos y = 1 - y^2/2 + y^4 C(y^2), swapped and negated by quadrant.
-// The polynomials are least-squares fits on Chebyshev nodes refined towards minimax (Lawson),
-// in long double; their relative errors are noted with them.
+// sin / cos: t = q pi/2 + y with q in 0..4, y = t - q pi/2 exactly enough (pi/2 in three
+// parts), |y| <= pi/4; then sin y = y + y^3 S(y^2), cos y = 1 - y^2/2 + y^4 C(y^2), swapped and
+// negated by quadrant. The polynomials are least-squares fits of relative error on Chebyshev
+// nodes; their errors are noted with them.
 //
-// V provides (D: kLanes doubles, I: kLanes uint64 lanes):
+// V (float64) provides (D: kLanes doubles, I: kLanes uint64 lanes):
 //   load_pairs(const uint32_t* w)   lane i = w[2i] | w[2i + 1] << 32 (the pair's two words)
 //   i64(x), f64(x)                  broadcast constants
 //   and_, or_, xor_, add_i, sub_i, shl<N>, shr<N>(I)    integer lane operations
 //   as_d(I), as_i(D)                bit casts
-//   add, sub, mul, sqrt(D)          IEEE double operations, round to nearest
-//   to_f32(D)                       round to float and back to double
-//   F (kLanes floats), f32(x), to_f(D) (rounded), mul_f, add_f, sqrt_f(F)
+//   add, sub, mul, fma(a, b, c), sqrt(D)   IEEE double operations, round to nearest
 //   lookup16(const double t[16], I) t[i & 15] per lane
 //   select_odd(I q, D a, D b)       per lane: q odd ? b : a
-//   store_f32(float* out, F z0, F z1), store_f64(double* out, D z0, D z1)
-//                                   out[2i] = z0[i], out[2i + 1] = z1[i]
+//   store_f64(double* out, D z0, D z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
+// VF (float32) provides (F: kLanes floats, U: kLanes uint32 lanes):
+//   load_pairs(const uint32_t* w, U& w0, U& w1)   w0[i] = w[2i], w1[i] = w[2i + 1]
+//   u(x), f(x); add_u, sub_u, and_u, xor_u, shl<N>, shr<N>(U); as_u(F), as_f(U)
+//   cvt(U)                          signed int32 -> float
+//   add, sub, mul, fma (a b + c), fms (a b - c), fnma (-a b + c), sqrt(F)
+//   lookup16(const float t[16], U), select_odd(U q, F a, F b)
+//   store(float* out, F z0, F z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+// The per-register Box-Muller step is inlined into its loops (a call would pass the vectors
+// through memory).
+#if defined(__GNUC__)
+#define MPSRT_NRM_INLINE inline __attribute__((always_inline))
+#else
+#define MPSRT_NRM_INLINE inline
+#endif
 
 namespace mpsrt::cpu {
 namespace {
@@ -85,23 +100,15 @@ alignas(64) constexpr double kLogC[16] = {
     0x1.2e8e0bae12531p-2,
 };
 constexpr uint64_t kLogOff = 0x3fe6000000000000ULL;  // bits of 0.6875
-constexpr double kLn2 = 0x1.62e42fefa39efp-1;
-constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;  // 42 bits: (E - 24) * kLn2Hi is exact
+constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;      // 42 bits: (E - 24) * kLn2Hi is exact
 constexpr double kLn2Lo = 0x1.ef35793c76730p-45;
 
-// log1p(r) = r - r^2/2 + r^3 P(r) on [-1/32, 1/16]: P of degree 5 (float32: 2^-42.8 relative)
-// and 7 (float64: 2^-53.9).
-constexpr double kLogP32[6] = {0.33333333331939025,  -0.2499999958498615, 0.20000011214764057,
-                               -0.16668003511521595, 0.14283939461316053, -0.11547077940887192};
+// log1p(r) = r - r^2/2 + r^3 P(r) on [-1/32, 1/16]: P of degree 7 (2^-53.9 relative).
 constexpr double kLogP64[8] = {0.3333333333333464,  -0.2500000000011858, 0.19999999978950267,
                                -0.1666666585610876, 0.14285760165535674, -0.1250166893878837,
                                0.11093624224412134, -0.08973284087495456};
-// sin y = y + y^3 S(y^2), cos y = 1 - y^2/2 + y^4 C(y^2) on |y| <= pi/4. float32: degree 4
-// (sin 2^-45.6, cos 2^-49.7 relative); float64: degree 5 (2^-55.5, 2^-59.4).
-constexpr double kSin32[5] = {-0.16666666666663887, 0.008333333331080441, -0.00019841266917827236,
-                              2.755599110992783e-06, -2.4805647794270683e-08};
-constexpr double kCos32[5] = {0.04166666666666468, -0.0013888888887278025, 2.480158521143843e-05,
-                              -2.7556369784692763e-07, 2.0700605514115737e-09};
+// sin y = y + y^3 S(y^2), cos y = 1 - y^2/2 + y^4 C(y^2) on |y| <= pi/4: degree 5 (2^-55.5,
+// 2^-59.4 relative).
 constexpr double kSin64[6] = {-0.16666666666666666,   0.00833333333333095,
                               -0.000198412698367595,  2.7557316102857303e-06,
                               -2.505113187899583e-08, 1.5918130011256505e-10};
@@ -109,31 +116,27 @@ constexpr double kCos64[6] = {0.041666666666666664,   -0.0013888888888887398,
                               2.4801587298765486e-05, -2.7557317271584744e-07,
                               2.087614622937364e-09,  -1.1382629033882303e-11};
 
-// pi/2 = kPio2A + kPio2B + kPio2C (A and B 32 bits, so q * A and q * B are exact for q <= 4);
-// float32's reduction uses A and kPio2BC = B + C rounded.
+// pi/2 = kPio2A + kPio2B + kPio2C (A and B 32 bits, so q * A and q * B are exact for q <= 4).
 constexpr double kPio2A = 0x1.921fb54400000p+0;
 constexpr double kPio2B = 0x1.0b4611a600000p-34;
 constexpr double kPio2C = 0x1.3198a2e037073p-69;
-constexpr double kPio2BC = 0x1.0b4611a626331p-34;
 constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
 constexpr double kRoundMagic = 0x1.8p52;  // x + 1.5 * 2^52 - 1.5 * 2^52: x rounded to even
 constexpr uint64_t kI2dMagic = 0x4330000000000000ULL;  // bits of 2^52
-constexpr double kTwoPiF = 0x1.921fb6p+2;              // float(2 pi)
 constexpr double kTwoPi = 0x1.921fb54442d18p+2;        // double(2 pi)
 
 template <class V, size_t N>
 inline typename V::D horner(typename V::D x, const double (&c)[N]) {
   typename V::D s = V::f64(c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) s = V::add(V::mul(s, x), V::f64(c[i]));
+  for (size_t i = N - 1; i-- > 0;) s = V::fma(s, x, V::f64(c[i]));
   return s;
 }
 
-/// mean + std * Z for the `pairs` word pairs at w, Z the standard normals, in memory order:
-/// out[2i] from the cosine, out[2i + 1] from the sine. pairs is rounded up to a multiple of
-/// V::kLanes: w must hold that many pairs and out twice as many values. F32: float32's
-/// definition (T float), otherwise float64's (T double).
-template <class V, bool F32, class T>
-void box_muller(const uint32_t* w, T* out, uint64_t pairs, T mean, T sd) {
+/// float64: mean + std * Z for the `pairs` word pairs at w, Z the standard normals, in memory
+/// order: out[2i] from the cosine, out[2i + 1] from the sine. pairs is rounded up to a
+/// multiple of V::kLanes: w must hold that many pairs and out twice as many values.
+template <class V>
+void box_muller(const uint32_t* w, double* out, uint64_t pairs, double mean, double sd) {
   using D = typename V::D;
   using I = typename V::I;
   for (uint64_t p = 0; p < pairs; p += V::kLanes, w += 2 * V::kLanes, out += 2 * V::kLanes) {
@@ -152,59 +155,243 @@ void box_muller(const uint32_t* w, T* out, uint64_t pairs, T mean, T sd) {
     // ---- t = 2 pi u2 and its quadrant q: t = q pi/2 + y, |y| <= pi/4
     const I j = V::template shr<40>(x);  // w1 >> 8
     const D jd = V::sub(V::as_d(V::or_(j, V::i64(kI2dMagic))), V::f64(0x1p52));
-    D t;
-    if constexpr (F32) {
-      t = V::to_f32(V::mul(jd, V::f64(kTwoPiF * 0x1p-24)));  // exact product, rounded once
-    } else {
-      t = V::mul(V::f64(kTwoPi), V::mul(jd, V::f64(0x1p-24)));
-    }
+    const D t = V::mul(V::f64(kTwoPi), V::mul(jd, V::f64(0x1p-24)));
     const D qs = V::add(V::mul(t, V::f64(kTwoOverPi)), V::f64(kRoundMagic));
     const I q = V::as_i(qs);  // low bits: the quadrant
     const D qd = V::sub(qs, V::f64(kRoundMagic));
     D y = V::sub(t, V::mul(qd, V::f64(kPio2A)));
-    if constexpr (F32) {
-      y = V::sub(y, V::mul(qd, V::f64(kPio2BC)));
-    } else {
-      y = V::sub(V::sub(y, V::mul(qd, V::f64(kPio2B))), V::mul(qd, V::f64(kPio2C)));
-    }
+    y = V::sub(V::sub(y, V::mul(qd, V::f64(kPio2B))), V::mul(qd, V::f64(kPio2C)));
     const D zz = V::mul(y, y);
     const D hz = V::mul(zz, V::f64(0.5));
     const D one_hz = V::sub(V::f64(1.0), hz);
-    D l, sn, cs;
-    if constexpr (F32) {
-      const D l1p =
-          V::add(rr, V::mul(r2, V::add(V::f64(-0.5), V::mul(rr, horner<V>(rr, kLogP32)))));
-      l = V::add(V::mul(ed, V::f64(kLn2)), V::add(V::lookup16(kLogC, idx), l1p));
-      sn = V::add(y, V::mul(V::mul(y, zz), horner<V>(zz, kSin32)));
-      cs = V::add(one_hz, V::mul(V::mul(zz, zz), horner<V>(zz, kCos32)));
-    } else {
-      const D l1p =
-          V::add(rr, V::mul(r2, V::add(V::f64(-0.5), V::mul(rr, horner<V>(rr, kLogP64)))));
-      const D hi = V::add(V::mul(ed, V::f64(kLn2Hi)), V::lookup16(kLogC, idx));
-      l = V::add(hi, V::add(l1p, V::mul(ed, V::f64(kLn2Lo))));
-      sn = V::add(y, V::mul(V::mul(y, zz), horner<V>(zz, kSin64)));
-      // 1 - y^2/2 + ..., with the rounding error of 1 - y^2/2 added back
-      cs = V::add(one_hz, V::add(V::sub(V::sub(V::f64(1.0), one_hz), hz),
-                                 V::mul(V::mul(zz, zz), horner<V>(zz, kCos64))));
-    }
+    const D l1p = V::add(rr, V::mul(r2, V::fma(rr, horner<V>(rr, kLogP64), V::f64(-0.5))));
+    const D hi = V::fma(ed, V::f64(kLn2Hi), V::lookup16(kLogC, idx));
+    const D l = V::add(hi, V::fma(ed, V::f64(kLn2Lo), l1p));
+    const D sn = V::fma(V::mul(y, zz), horner<V>(zz, kSin64), y);
+    // 1 - y^2/2 + ..., with the rounding error of 1 - y^2/2 added back
+    const D cs = V::add(one_hz, V::fma(V::mul(zz, zz), horner<V>(zz, kCos64),
+                                       V::sub(V::sub(V::f64(1.0), one_hz), hz)));
     // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
     const I sign_s = V::template shl<62>(V::and_(q, V::i64(2)));
     const I sign_c = V::template shl<62>(V::and_(V::add_i(q, V::i64(1)), V::i64(2)));
     const D c = V::as_d(V::xor_(V::as_i(V::select_odd(q, cs, sn)), sign_c));
     const D s = V::as_d(V::xor_(V::as_i(V::select_odd(q, sn, cs)), sign_s));
-    if constexpr (F32) {
-      // In float from here: logf, cosf and sinf rounded once, then the definition's steps.
-      using F = typename V::F;
-      const F rad = V::sqrt_f(V::mul_f(V::to_f(l), V::f32(-2.0f)));
-      const F sdv = V::f32(sd), mv = V::f32(mean);
-      const F z0 = V::mul_f(rad, V::to_f(c)), z1 = V::mul_f(rad, V::to_f(s));
-      V::store_f32(out, V::add_f(mv, V::mul_f(sdv, z0)), V::add_f(mv, V::mul_f(sdv, z1)));
-    } else {
-      const D rad = V::sqrt(V::mul(l, V::f64(-2.0)));
-      const D sdv = V::f64(sd), mv = V::f64(mean);
-      const D z0 = V::mul(rad, c), z1 = V::mul(rad, s);
-      V::store_f64(out, V::add(mv, V::mul(sdv, z0)), V::add(mv, V::mul(sdv, z1)));
-    }
+    const D rad = V::sqrt(V::mul(l, V::f64(-2.0)));
+    const D sdv = V::f64(sd), mv = V::f64(mean);
+    const D z0 = V::mul(rad, c), z1 = V::mul(rad, s);
+    V::store_f64(out, V::add(mv, V::mul(sdv, z0)), V::add(mv, V::mul(sdv, z1)));
+  }
+}
+
+/// logf(u1) for u1 = ((w0 >> 8) + 1) 2^-24: box_muller's float64 logarithm (one lane), rounded
+/// to float. The float32 path's fallback for the rare lanes near a rounding tie.
+inline float logf_u1(uint32_t w0) {
+  const uint64_t k1 = w0 >> 8;  // d - 1
+  double d;
+  uint64_t ix = k1 | kI2dMagic;
+  std::memcpy(&d, &ix, 8);
+  d -= 0x1p52 - 1;  // exact
+  std::memcpy(&ix, &d, 8);
+  const uint64_t tmp = ix - kLogOff;
+  const uint64_t e = tmp >> 52;
+  const uint64_t mbits = ix - (e << 52);
+  double m;
+  std::memcpy(&m, &mbits, 8);
+  const unsigned idx = static_cast<unsigned>(tmp >> 48) & 15;
+  const double ed = static_cast<double>(static_cast<int64_t>(e) - 24);
+  const double rr = m * kInvC[idx] - 1.0;  // exact
+  const double r2 = rr * rr;
+  double p = kLogP64[7];
+  for (int i = 6; i >= 0; --i) p = std::fma(p, rr, kLogP64[i]);
+  const double l1p = rr + r2 * std::fma(rr, p, -0.5);
+  const double hi = std::fma(ed, kLn2Hi, kLogC[idx]);
+  return static_cast<float>(hi + std::fma(ed, kLn2Lo, l1p));
+}
+
+// ---- float32: the same definition, evaluated in float with fused multiply-adds on
+// VF::kLanes floats (twice the lanes of the double path). logf, cosf and sinf come out as
+// their correctly rounded values but for inputs within a few hundredths of an ulp of a
+// rounding tie: each is a float head that is exact (a table value, 1, or the reduced
+// argument) plus a small tail carried with its rounding errors, added once at the end.
+//
+// log: d = u1 2^24 = 2^e m (as the double path, m in [0.6875, 1.375), 16 subintervals);
+// log u1 = [(e - 24) ln2_hi + log(1/c_i)_hi] + r + tail, with ln2_hi and the table's heads
+// multiples of 2^-18 (so the bracket is exact in float), r = m / c_i - 1 as p - 1 + p_lo
+// (p = m * (1 / c_i) rounded, p_lo its exact error) and tail = p_lo (1 - r) + lows
+// - r^2/2 + r^3 P(r).
+// sin / cos: t = float(2 pi) u2 rounded to float (the definition's t), q = round(u2 4),
+// y = t - q pi/2 as yh + yl (pi/2 in three parts: q P1 exact, q P2's rounding error and
+// q P3 in yl);
+// cos y = [1 - y^2/2]_h + ((1 - y^2/2)_err + y^4 C(y^2) - z_lo/2 - sin(y) yl),
+// sin y = [yh - yh^3/6]_h + (its error + y^5 S(y^2) + cos(y) yl), z = yh^2 = z + z_lo.
+alignas(64) constexpr float kInvCf[16] = {
+    0x1.6c16cp+0f, 0x1.5c988p+0f, 0x1.4e5e0p+0f, 0x1.41414p+0f, 0x1.3521cp+0f, 0x1.29e42p+0f,
+    0x1.1f704p+0f, 0x1.15b1ep+0f, 0x1.0c972p+0f, 1.0f,          1.0f,          0x1.d41d4p-1f,
+    0x1.bacfap-1f, 0x1.a41a4p-1f, 0x1.8f9c2p-1f, 0x1.7d060p-1f,
+};
+// log(1 / c_i) = -log(kInvCf[i]) = head (a multiple of 2^-18) + tail.
+alignas(64) constexpr float kLogCHi[16] = {
+    -0x1.68acp-2f, -0x1.3c25p-2f, -0x1.1179p-2f, -0x1.d104p-3f, -0x1.823cp-3f, -0x1.3660p-3f,
+    -0x1.da74p-4f, -0x1.4d30p-4f, -0x1.8948p-5f, 0.0f,          0.0f,          0x1.6f0cp-4f,
+    0x1.2954p-3f,  0x1.9526p-3f,  0x1.fb92p-3f,  0x1.2e8ep-2f,
+};
+alignas(64) constexpr float kLogCLo[16] = {
+    -0x1.ffa71ap-20f,
+    -0x1.f73332p-22f,
+    0x1.beec12p-21f,
+    0x1.11b354p-20f,
+    0x1.46aba2p-21f,
+    -0x1.380ab8p-22f,
+    0x1.f9c7bep-20f,
+    -0x1.7ba40ep-21f,
+    -0x1.f8a4fap-20f,
+    0.0f,
+    0.0f,
+    0x1.38ae56p-20f,
+    0x1.d704p-20f,
+    -0x1.38c2eap-21f,
+    -0x1.3a5438p-20f,
+    0x1.75c24ap-23f,
+};
+constexpr float kLn2HiF = 0x1.62e4p-1f;     // ln 2 to a multiple of 2^-18
+constexpr float kLn2LoF = 0x1.7f7d1cp-20f;  // ln 2 - kLn2HiF
+// log1p(r) = r - r^2/2 + r^3 P(r): P of degree 3, a least-squares fit of relative error on
+// Chebyshev nodes of [-0.0333, 0.0626], 2^-21.7 relative with these float coefficients.
+constexpr float kLogPf[4] = {0x1.555554p-2f, -0x1.0001f6p-2f, 0x1.99e4p-3f, -0x1.452bf6p-3f};
+// pi/2 = kP1 + kP2 + kP3 (kP1, kP2 21 bits: q kP1 and q kP2 are exact for q <= 4).
+constexpr float kP1 = 0x1.921fbp+0f;
+constexpr float kP2 = 0x1.5110bp-22f;
+constexpr float kP3 = 0x1.184698p-44f;
+constexpr float kTwoPiOver2p24 = 0x1.921fb6p-22f;  // float(2 pi) 2^-24, exact
+constexpr float kSixthHi = -0x1.555556p-3f;        // -1/6 = kSixthHi + kSixthLo
+constexpr float kSixthLo = 0x1.555556p-28f;
+// sin y = y + y^3 (-1/6 + y^2 S(y^2)), cos y = 1 - y^2/2 + y^4 C(y^2) on |y| <= pi/4, fitted as
+// kLogPf: S of degree 2 (2^-24.0 relative; its term is at most 2^-8.3 of sin y), C of degree 3
+// (2^-25.0; its term is at most 2^-5.6 of cos y).
+constexpr float kSinS[3] = {0x1.11111p-7f, -0x1.a01722p-13f, 0x1.6ec3acp-19f};
+constexpr float kCosC[4] = {0x1.555556p-5f, -0x1.6c16cp-10f, 0x1.a015cp-16f, -0x1.2522c6p-22f};
+
+template <class VF, size_t N>
+MPSRT_NRM_INLINE typename VF::F horner_f(typename VF::F x, const float (&c)[N]) {
+  typename VF::F s = VF::f(c[N - 1]);
+  for (size_t i = N - 1; i-- > 0;) s = VF::fma(s, x, VF::f(c[i]));
+  return s;
+}
+
+/// The float32 normals of the word pairs (w0[i], w1[i]): z0 from the cosine, z1 from the
+/// sine, as mean + sd * Z (kAffine) or 0 + Z.
+template <class VF, bool kAffine>
+MPSRT_NRM_INLINE void bm_f32(typename VF::U w0, typename VF::U w1, typename VF::F mv,
+                             typename VF::F sdv, typename VF::F& out0, typename VF::F& out1) {
+  using F = typename VF::F;
+  using U = typename VF::U;
+  // ---- log u1
+  const U k = VF::add_u(VF::template shr<8>(w0), VF::u(1));  // u1 2^24: 1 .. 2^24
+  const U ix = VF::as_u(VF::cvt(k));                         // exact
+  const U tmp = VF::sub_u(ix, VF::u(0x3f300000));            // bits of 0.6875f
+  const U e = VF::template shr<23>(tmp);                     // 0 .. 24
+  const F m = VF::as_f(VF::sub_u(ix, VF::template shl<23>(e)));
+  const U idx = VF::template shr<19>(tmp);  // the lookups take the low 4 bits
+  const F ed = VF::cvt(VF::sub_u(e, VF::u(24)));
+  const F invc = VF::lookup16(kInvCf, idx);
+  const F pr = VF::mul(m, invc);
+  const F pr_lo = VF::fms(m, invc, pr);  // exact
+  const F r = VF::sub(pr, VF::f(1.0f));  // exact (pr in [0.96, 1.04])
+  const F head = VF::fma(ed, VF::f(kLn2HiF), VF::lookup16(kLogCHi, idx));  // exact
+  const F b = VF::add(head, r);
+  const F b_err = VF::add(VF::sub(head, b), r);  // exact: head is 0 or larger than r
+  const F r2 = VF::mul(r, r);
+  const F h2 = VF::mul(r2, VF::f(-0.5f));  // exact
+  const F b2 = VF::add(b, h2);
+  const F b2_err = VF::add(VF::sub(b, b2), h2);  // exact: |b| > |h2|
+  F tl = VF::fma(VF::mul(r2, r), horner_f<VF>(r, kLogPf),
+                 VF::fma(VF::fms(r, r, r2), VF::f(-0.5f), b2_err));
+  tl = VF::add(tl, VF::fma(ed, VF::f(kLn2LoF), VF::lookup16(kLogCLo, idx)));
+  tl = VF::add(tl, VF::fnma(pr_lo, r, pr_lo));
+  const F lt = VF::add(tl, b_err);
+  F l = VF::add(b2, lt);  // logf(u1)
+  // l's rounding error, exactly (|b2| > |lt|); within 2^-10 of half an ulp of l, the tail's
+  // own error (a few 2^-16 ulp) could decide the rounding: such lanes (about 0.1 %) take
+  // the float64 logarithm, rounded. So l is logf(u1) correctly rounded but for a rounding tie
+  // of the double logarithm (2^-29 ulp), and a value whose cosine or sine is an ulp off is
+  // still within 2 ulp of the correctly rounded steps.
+  // In the bits: |l_err| against half an ulp of l, 2^(exponent(l) - 24), as integers (2^-10
+  // of it is 2^13 above, 2^12 below).
+  const U l_err = VF::as_u(VF::sub(lt, VF::sub(l, b2)));
+  const U half_ulp = VF::sub_u(VF::and_u(VF::as_u(l), VF::u(0x7f800000u)), VF::u(24u << 23));
+  const U off_tie = VF::sub_u(VF::and_u(l_err, VF::u(0x7fffffffu)), half_ulp);
+  if (const uint32_t near = VF::below_mask(VF::add_u(off_tie, VF::u(1u << 13)), 1u << 14)) {
+    l = VF::fix_lanes(l, w0, near, [](uint32_t w) { return logf_u1(w); });
+  }
+  const F rad = VF::sqrt(VF::mul(l, VF::f(-2.0f)));
+  // ---- sin / cos of t
+  const U j = VF::template shr<8>(w1);  // u2 2^24
+  const F t = VF::mul(VF::cvt(j), VF::f(kTwoPiOver2p24));
+  // t 2/pi is j / 2^22 to 3e-8 relative: q rounds that in integers (a quadrant boundary off by
+  // that much leaves |y| within pi/4 + 1e-7, where the polynomials still hold).
+  const U q = VF::template shr<22>(VF::add_u(j, VF::u(1u << 21)));
+  const F qf = VF::cvt(q);
+  const F y1 = VF::fnma(qf, VF::f(kP1), t);  // exact
+  const F yh = VF::fnma(qf, VF::f(kP2), y1);
+  // y1 - yh is exact (yh's ulp is at most y1's and the difference is about q kP2), so the
+  // fused step gives yh's rounding error exactly.
+  const F yl = VF::fnma(qf, VF::f(kP3), VF::fnma(qf, VF::f(kP2), VF::sub(y1, yh)));
+  const F z = VF::mul(yh, yh);
+  const F z_lo = VF::fms(yh, yh, z);
+  // y^3 = z yh + (z_lo yh), times -1/6 with its rounding error kept
+  const F y3 = VF::mul(z, yh);
+  const F y3_lo = VF::fms(z, yh, y3);
+  const F s6 = VF::mul(y3, VF::f(kSixthHi));
+  const F s6_lo = VF::fms(y3, VF::f(kSixthHi), s6);
+  const F hz = VF::mul(z, VF::f(0.5f));  // exact
+  // cos y = (1 - hz) + its error + y^4 C - z_lo/2 - sin(y) yl
+  const F w1c = VF::sub(VF::f(1.0f), hz);
+  const F w1c_err = VF::sub(VF::sub(VF::f(1.0f), w1c), hz);  // exact
+  F ct = VF::fma(VF::mul(z, z), horner_f<VF>(z, kCosC), w1c_err);
+  ct = VF::fma(VF::f(-0.5f), z_lo, VF::fnma(VF::add(yh, s6), yl, ct));
+  const F cs = VF::add(w1c, ct);
+  // sin y = (yh + s6) + its error + s6's errors + y^5 S + cos(y) yl
+  F st = VF::fma(VF::mul(y3, z), horner_f<VF>(z, kSinS), VF::fnma(hz, yl, yl));
+  st = VF::add(st, VF::fma(y3, VF::f(kSixthLo), s6_lo));
+  st = VF::fma(VF::fma(z_lo, yh, y3_lo), VF::f(kSixthHi), st);
+  const F bs = VF::add(yh, s6);
+  const F bs_err = VF::add(VF::sub(yh, bs), s6);  // exact: |yh| > |s6|
+  const F sn = VF::add(bs, VF::add(st, bs_err));
+  // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
+  const U sign_s = VF::template shl<30>(VF::and_u(q, VF::u(2)));
+  const U sign_c = VF::template shl<30>(VF::and_u(VF::add_u(q, VF::u(1)), VF::u(2)));
+  const F c = VF::as_f(VF::xor_u(VF::as_u(VF::select_odd(q, cs, sn)), sign_c));
+  const F s = VF::as_f(VF::xor_u(VF::as_u(VF::select_odd(q, sn, cs)), sign_s));
+  const F z0 = VF::mul(rad, c), z1 = VF::mul(rad, s);
+  if constexpr (kAffine) {
+    out0 = VF::add(mv, VF::mul(sdv, z0));
+    out1 = VF::add(mv, VF::mul(sdv, z1));
+  } else {  // 0 + 1 z: the same bits as the affine form (-0 becomes +0)
+    out0 = VF::add(z0, VF::f(0.0f));
+    out1 = VF::add(z1, VF::f(0.0f));
+  }
+}
+
+template <class VF, bool kAffine>
+void box_muller_f32_loop(const uint32_t* w, float* out, uint64_t pairs, float mean, float sd) {
+  const typename VF::F mv = VF::f(mean), sdv = VF::f(sd);
+  for (uint64_t p = 0; p < pairs; p += VF::kLanes, w += 2 * VF::kLanes, out += 2 * VF::kLanes) {
+    typename VF::U w0, w1;
+    VF::load_pairs(w, w0, w1);
+    typename VF::F z0, z1;
+    bm_f32<VF, kAffine>(w0, w1, mv, sdv, z0, z1);
+    VF::store(out, z0, z1);
+  }
+}
+
+/// float32 Box-Muller (see above) for `pairs` word pairs, rounded up to VF::kLanes: as
+/// box_muller's contract, out[2i] from the cosine, out[2i + 1] from the sine.
+template <class VF>
+void box_muller_f32(const uint32_t* w, float* out, uint64_t pairs, float mean, float sd) {
+  if (mean == 0.0f && sd == 1.0f) {
+    box_muller_f32_loop<VF, false>(w, out, pairs, mean, sd);
+  } else {
+    box_muller_f32_loop<VF, true>(w, out, pairs, mean, sd);
   }
 }
 

@@ -199,14 +199,8 @@ struct Avx2V {
   static D add(D a, D b) { return _mm256_add_pd(a, b); }
   static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D fma(D a, D b, D c) { return _mm256_fmadd_pd(a, b, c); }
   static D sqrt(D a) { return _mm256_sqrt_pd(a); }
-  static D to_f32(D a) { return _mm256_cvtps_pd(_mm256_cvtpd_ps(a)); }
-  using F = __m128;
-  static F f32(float v) { return _mm_set1_ps(v); }
-  static F to_f(D a) { return _mm256_cvtpd_ps(a); }
-  static F mul_f(F a, F b) { return _mm_mul_ps(a, b); }
-  static F add_f(F a, F b) { return _mm_add_ps(a, b); }
-  static F sqrt_f(F a) { return _mm_sqrt_ps(a); }
   static D lookup16(const double* t, I i) {
     return _mm256_i64gather_pd(t, _mm256_and_si256(i, _mm256_set1_epi64x(15)), 8);
   }
@@ -215,14 +209,77 @@ struct Avx2V {
         _mm256_sub_epi64(_mm256_setzero_si256(), _mm256_and_si256(q, _mm256_set1_epi64x(1)));
     return _mm256_blendv_pd(a, b, _mm256_castsi256_pd(odd));
   }
-  static void store_f32(float* out, F z0, F z1) {
-    _mm_storeu_ps(out, _mm_unpacklo_ps(z0, z1));
-    _mm_storeu_ps(out + 4, _mm_unpackhi_ps(z0, z1));
-  }
   static void store_f64(double* out, D z0, D z1) {
     const __m256d lo = _mm256_unpacklo_pd(z0, z1), hi = _mm256_unpackhi_pd(z0, z1);
     _mm256_storeu_pd(out, _mm256_permute2f128_pd(lo, hi, 0x20));
     _mm256_storeu_pd(out + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+  }
+};
+
+// normal_impl.h's float layer: 8 lanes (the AVX2 table requires FMA).
+struct Avx2VF {
+  static constexpr uint64_t kLanes = 8;
+  using F = __m256;
+  using U = __m256i;
+  static void load_pairs(const uint32_t* w, U& w0, U& w1) {
+    const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(w));
+    const __m256 b = _mm256_loadu_ps(reinterpret_cast<const float*>(w + 8));
+    // per 128-bit half [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit pieces in order 0 2 1 3
+    w0 = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xD8);
+    w1 = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8);
+  }
+  static U u(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static F f(float v) { return _mm256_set1_ps(v); }
+  static U add_u(U a, U b) { return _mm256_add_epi32(a, b); }
+  static U sub_u(U a, U b) { return _mm256_sub_epi32(a, b); }
+  static U and_u(U a, U b) { return _mm256_and_si256(a, b); }
+  static U xor_u(U a, U b) { return _mm256_xor_si256(a, b); }
+  template <int N>
+  static U shl(U a) {
+    return _mm256_slli_epi32(a, N);
+  }
+  template <int N>
+  static U shr(U a) {
+    return _mm256_srli_epi32(a, N);
+  }
+  static U as_u(F a) { return _mm256_castps_si256(a); }
+  static F as_f(U a) { return _mm256_castsi256_ps(a); }
+  static F cvt(U a) { return _mm256_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fms(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static F sqrt(F a) { return _mm256_sqrt_ps(a); }
+  static uint32_t below_mask(U a, uint32_t b) {  // unsigned a < b for b < 2^31
+    const __m256i lt = _mm256_andnot_si256(_mm256_srai_epi32(a, 31), _mm256_cmpgt_epi32(u(b), a));
+    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(lt)));
+  }
+  template <class Fn>
+  static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {
+    alignas(32) float vs[8];
+    alignas(32) uint32_t ws[8];
+    _mm256_store_ps(vs, v);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w);
+    for (; mask != 0; mask &= mask - 1) {
+      const int i = __builtin_ctz(mask);
+      vs[i] = fn(ws[i]);
+    }
+    return _mm256_load_ps(vs);
+  }
+  static F lookup16(const float* t, U i) {
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_load_ps(t), i);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_load_ps(t + 8), i);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
+  }
+  static F select_odd(U q, F a, F b) {
+    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(q, 31)));
+  }
+  static void store(float* out, F z0, F z1) {
+    const __m256 lo = _mm256_unpacklo_ps(z0, z1), hi = _mm256_unpackhi_ps(z0, z1);
+    _mm256_storeu_ps(out, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
   }
 };
 
@@ -253,11 +310,14 @@ struct Avx2Gen {
     const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
     return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
   }
+  // normal_f32 / normal_f64 write whole multiples of these pairs.
+  static constexpr uint64_t kNormalLanesF32 = Avx2VF::kLanes;
+  static constexpr uint64_t kNormalLanesF64 = Avx2V::kLanes;
   static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
-    nrm::box_muller<Avx2V, true>(w, z, pairs, mean, sd);
+    nrm::box_muller_f32<Avx2VF>(w, z, pairs, mean, sd);
   }
   static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
-    nrm::box_muller<Avx2V, false>(w, z, pairs, mean, sd);
+    nrm::box_muller<Avx2V>(w, z, pairs, mean, sd);
   }
   static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
     rnd::half_from_f32_scalar(src, dst, n, bf16);

@@ -56,13 +56,13 @@ inline void put(void* p, __m512i v) {
   }
 }
 
-// Philox of G groups of 8 blocks with 64-bit counters cnt[g]; out[g][0..1] hold the 32 words
-// of group g in memory order (blocks 0-3, then 4-7).
+// Philox of G groups of 8 blocks with 64-bit counters cnt[g]: word j of block i of group g in
+// the low half of 64-bit lane i of cj[g].
 template <int G>
-inline void philox_x8(const __m512i* cnt, const Keys& k, __m512i out[][2]) {
+inline void philox_soa(const __m512i* cnt, const Keys& k, __m512i* c0, __m512i* c1, __m512i* c2,
+                       __m512i* c3) {
   const __m512i m0 = _mm512_set1_epi64(philox::kM0);
   const __m512i m1 = _mm512_set1_epi64(philox::kM1);
-  __m512i c0[G], c1[G], c2[G], c3[G];
   // Round 0: the counter's words 2 and 3 are zero.
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
@@ -93,6 +93,14 @@ inline void philox_x8(const __m512i* cnt, const Keys& k, __m512i out[][2]) {
       c3[g] = p0;
     }
   }
+}
+
+// Philox of G groups of 8 blocks with 64-bit counters cnt[g]; out[g][0..1] hold the 32 words
+// of group g in memory order (blocks 0-3, then 4-7).
+template <int G>
+inline void philox_x8(const __m512i* cnt, const Keys& k, __m512i out[][2]) {
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  philox_soa<G>(cnt, k, c0, c1, c2, c3);
   // The low halves of the lanes are the words; the high halves are left-overs.
   const __m512i pair = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
   const __m512i lo4 = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
@@ -266,24 +274,13 @@ struct Avx512V {
   static D add(D a, D b) { return _mm512_add_pd(a, b); }
   static D sub(D a, D b) { return _mm512_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D fma(D a, D b, D c) { return _mm512_fmadd_pd(a, b, c); }
   static D sqrt(D a) { return _mm512_sqrt_pd(a); }
-  static D to_f32(D a) { return _mm512_cvtps_pd(_mm512_cvtpd_ps(a)); }
-  using F = __m256;
-  static F f32(float v) { return _mm256_set1_ps(v); }
-  static F to_f(D a) { return _mm512_cvtpd_ps(a); }
-  static F mul_f(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F add_f(F a, F b) { return _mm256_add_ps(a, b); }
-  static F sqrt_f(F a) { return _mm256_sqrt_ps(a); }
   static D lookup16(const double* t, I i) {
     return _mm512_permutex2var_pd(_mm512_load_pd(t), i, _mm512_load_pd(t + 8));
   }
   static D select_odd(I q, D a, D b) {
     return _mm512_mask_blend_pd(_mm512_test_epi64_mask(q, _mm512_set1_epi64(1)), a, b);
-  }
-  static void store_f32(float* out, F z0, F z1) {
-    const __m512i idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    _mm512_storeu_ps(
-        out, _mm512_permutex2var_ps(_mm512_castps256_ps512(z0), idx, _mm512_castps256_ps512(z1)));
   }
   static void store_f64(double* out, D z0, D z1) {
     const __m512i lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
@@ -292,6 +289,116 @@ struct Avx512V {
     _mm512_storeu_pd(out + 8, _mm512_permutex2var_pd(z0, hi, z1));
   }
 };
+
+// normal_impl.h's float layer: 16 lanes.
+struct Avx512VF {
+  static constexpr uint64_t kLanes = 16;
+  using F = __m512;
+  using U = __m512i;
+  static void load_pairs(const uint32_t* w, U& w0, U& w1) {
+    const __m512i a = _mm512_loadu_si512(w), b = _mm512_loadu_si512(w + 16);
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    w0 = _mm512_permutex2var_epi32(a, even, b);
+    w1 = _mm512_permutex2var_epi32(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
+  }
+  static U u(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  static F f(float v) { return _mm512_set1_ps(v); }
+  static U add_u(U a, U b) { return _mm512_add_epi32(a, b); }
+  static U sub_u(U a, U b) { return _mm512_sub_epi32(a, b); }
+  static U and_u(U a, U b) { return _mm512_and_si512(a, b); }
+  static U xor_u(U a, U b) { return _mm512_xor_si512(a, b); }
+  template <int N>
+  static U shl(U a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  template <int N>
+  static U shr(U a) {
+    return _mm512_srli_epi32(a, N);
+  }
+  static U as_u(F a) { return _mm512_castps_si512(a); }
+  static F as_f(U a) { return _mm512_castsi512_ps(a); }
+  static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fms(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static F sqrt(F a) { return _mm512_sqrt_ps(a); }
+  static uint32_t below_mask(U a, uint32_t b) { return _mm512_cmplt_epu32_mask(a, u(b)); }
+  template <class Fn>
+  static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {
+    alignas(64) float vs[16];
+    alignas(64) uint32_t ws[16];
+    _mm512_store_ps(vs, v);
+    _mm512_store_si512(ws, w);
+    for (; mask != 0; mask &= mask - 1) {
+      const int i = __builtin_ctz(mask);
+      vs[i] = fn(ws[i]);
+    }
+    return _mm512_load_ps(vs);
+  }
+  static F lookup16(const float* t, U i) { return _mm512_permutexvar_ps(i, _mm512_load_ps(t)); }
+  static F select_odd(U q, F a, F b) {
+    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(q, u(1)), a, b);
+  }
+  static void store(float* out, F z0, F z1) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    _mm512_storeu_ps(out, _mm512_permutex2var_ps(z0, lo, z1));
+    _mm512_storeu_ps(out + 16, _mm512_permutex2var_ps(z0, hi, z1));
+  }
+};
+
+// Normal float32 fused with Philox: `steps` steps of kNormalGroups groups of 8 blocks from
+// block blk, 32 values per group at out (64-byte aligned when M is kStore or kStream). In a
+// group, lane i < 8 of the Box-Muller registers is block i's pair (w0, w1), lane 8 + i its pair
+// (w2, w3): the block's 4 values are z0[i], z1[i], z0[8 + i], z1[8 + i].
+constexpr int kNormalGroups = 8;
+template <int M, bool kAffine>
+void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, float mean, float sd) {
+  const __m512 mv = _mm512_set1_ps(mean), sdv = _mm512_set1_ps(sd);
+  const __m512i lows = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i st0 = _mm512_setr_epi32(0, 16, 8, 24, 1, 17, 9, 25, 2, 18, 10, 26, 3, 19, 11, 27);
+  const __m512i st1 = _mm512_add_epi32(st0, _mm512_set1_epi32(4));
+  __m512i cnt = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(blk)),
+                                 _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i eight = _mm512_set1_epi64(8);
+  for (uint64_t s = 0; s < steps; ++s) {
+    __m512i c[kNormalGroups], c0[kNormalGroups], c1[kNormalGroups], c2[kNormalGroups],
+        c3[kNormalGroups];
+    for (int g = 0; g < kNormalGroups; ++g) {
+      c[g] = cnt;
+      cnt = _mm512_add_epi64(cnt, eight);
+    }
+    philox_soa<kNormalGroups>(c, k, c0, c1, c2, c3);
+    for (int g = 0; g < kNormalGroups; ++g) {
+      __m512 z0, z1;
+      nrm::bm_f32<Avx512VF, kAffine>(_mm512_permutex2var_epi32(c0[g], lows, c2[g]),
+                                     _mm512_permutex2var_epi32(c1[g], lows, c3[g]), mv, sdv, z0,
+                                     z1);
+      put<M>(out, _mm512_castps_si512(_mm512_permutex2var_ps(z0, st0, z1)));
+      put<M>(out + 16, _mm512_castps_si512(_mm512_permutex2var_ps(z0, st1, z1)));
+      out += 32;
+    }
+  }
+}
+
+template <bool kAffine>
+void normal_f32_mode(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float mean, float sd,
+                     bool aligned, bool nt) {
+  Keys k;
+  make_keys(k, seed);
+  if (nt) {
+    normal_f32_run<kStream, kAffine>(out, k, blk, steps, mean, sd);
+    _mm_sfence();
+  } else if (aligned) {
+    normal_f32_run<kStore, kAffine>(out, k, blk, steps, mean, sd);
+  } else {
+    normal_f32_run<kStoreU, kAffine>(out, k, blk, steps, mean, sd);
+  }
+}
 
 struct Avx512Gen {
   static constexpr uint64_t kStepBlocks = kStep;
@@ -320,11 +427,24 @@ struct Avx512Gen {
     const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
     return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
   }
+  // normal_f32 / normal_f64 write whole multiples of these pairs.
+  static constexpr uint64_t kNormalLanesF32 = Avx512VF::kLanes;
+  static constexpr uint64_t kNormalLanesF64 = Avx512V::kLanes;
   static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
-    nrm::box_muller<Avx512V, true>(w, z, pairs, mean, sd);
+    nrm::box_muller_f32<Avx512VF>(w, z, pairs, mean, sd);
+  }
+  // Normal float32 fused with Philox, kNormalStepBlocks blocks per step (see fused_loop).
+  static constexpr uint64_t kNormalStepBlocks = 8 * kNormalGroups;
+  static void normal_f32_fused(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float mean,
+                               float sd, bool aligned, bool nt) {
+    if (mean == 0.0f && sd == 1.0f) {
+      normal_f32_mode<false>(out, seed, blk, steps, mean, sd, aligned, nt);
+    } else {
+      normal_f32_mode<true>(out, seed, blk, steps, mean, sd, aligned, nt);
+    }
   }
   static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
-    nrm::box_muller<Avx512V, false>(w, z, pairs, mean, sd);
+    nrm::box_muller<Avx512V>(w, z, pairs, mean, sd);
   }
   static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
     uint64_t i = 0;

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/backend.h"
 
@@ -136,7 +137,7 @@ inline void half_from_f32_scalar(const float* src, uint16_t* dst, uint64_t n, bo
 /// of a chunk into mean + std * Z (float or double); float16 / bfloat16 round the float32 value.
 template <class G, class T, class Z>
 void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool bf16 = false) {
-  constexpr uint64_t kPad = 16;  // words past the chunk: box_muller rounds pairs up to its lanes
+  constexpr uint64_t kPad = 32;  // words past the chunk: box_muller rounds pairs up to its lanes
   alignas(64) uint32_t buf[kChunkBlocks * 4 + kPad];
   alignas(64) Z z[kChunkBlocks * 4 + kPad];
   std::memset(buf, 0, sizeof buf);  // the padding pairs are computed and dropped
@@ -150,16 +151,29 @@ void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool
     const uint64_t b0 = w0 / 4, b1 = (w1 + 3) / 4;
     G::blocks(buf, p.seed, p.offset + b0, b1 - b0);
     const uint32_t* w = buf + (w0 - 4 * b0);
-    if constexpr (sizeof(Z) == 4) {
-      G::normal_f32(w, z, m, static_cast<float>(p.a), static_cast<float>(p.b));
-    } else {
-      G::normal_f64(w, z, m, p.a, p.b);
-    }
     const uint64_t e0 = 2 * q;
     const uint64_t lo = first > e0 ? first - e0 : 0;
     const uint64_t hi = min_u64(2 * m, end - e0);
+    // Whole multiples of the kernel's lanes go straight to dst when the chunk is all wanted
+    // (no copy through z); the rest through z.
+    uint64_t direct = 0;
     if constexpr (sizeof(T) == sizeof(Z)) {
-      std::memcpy(dst + e0 + lo, z + lo, (hi - lo) * sizeof(T));
+      constexpr uint64_t lanes = sizeof(Z) == 4 ? G::kNormalLanesF32 : G::kNormalLanesF64;
+      if (lo == 0 && hi == 2 * m) direct = m / lanes * lanes;
+    }
+    const auto normal = [&](const uint32_t* ww, Z* out, uint64_t pairs) {
+      if (pairs == 0) return;
+      if constexpr (sizeof(Z) == 4) {
+        G::normal_f32(ww, out, pairs, static_cast<float>(p.a), static_cast<float>(p.b));
+      } else {
+        G::normal_f64(ww, out, pairs, p.a, p.b);
+      }
+    };
+    if constexpr (sizeof(T) == sizeof(Z)) normal(w, reinterpret_cast<Z*>(dst + e0), direct);
+    normal(w + 2 * direct, z + 2 * direct, m - direct);
+    if constexpr (sizeof(T) == sizeof(Z)) {
+      const uint64_t from = lo > 2 * direct ? lo : 2 * direct;
+      if (hi > from) std::memcpy(dst + e0 + from, z + from, (hi - from) * sizeof(T));
     } else {
       G::half_from_f32(z + lo, dst + e0 + lo, hi - lo, bf16);
     }
@@ -167,14 +181,14 @@ void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool
   }
 }
 
-/// A fused loop for the body and the generic loop for the ragged head and tail. Elements use
-/// wpe words each (1 or 2); fused(out, blk, steps, aligned, nt) writes steps * G::kStepBlocks
+/// A fused loop for the body and generic(first, n) for the ragged head and tail. Elements use
+/// wpe words each (1 or 2); fused(out, blk, steps, aligned, nt) writes steps * step_blocks
 /// blocks' worth of elements at out, which starts at block blk.
-template <class G, class T, class F, class Fused>
-void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f,
-                Fused fused) {
-  const uint64_t epb = 4 / wpe;               // elements per block
-  const uint64_t eps = epb * G::kStepBlocks;  // elements per step
+template <class T, class Generic, class Fused>
+void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe,
+                uint64_t step_blocks, Generic generic, Fused fused) {
+  const uint64_t epb = 4 / wpe;            // elements per block
+  const uint64_t eps = epb * step_blocks;  // elements per step
   const uint64_t end = first + n;
   uint64_t e0 = (first + epb - 1) / epb * epb;  // first block boundary
   bool aligned = false;
@@ -187,15 +201,15 @@ void fused_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsig
     }
   }
   if (e0 >= end || end - e0 < eps) {
-    generic_loop<G>(dst, p, first, n, wpe, f);
+    generic(first, n);
     return;
   }
   const uint64_t steps = (end - e0) / eps;
   const bool nt = aligned && (n > p.count ? n : p.count) * sizeof(T) >= kNtMinBytes;
-  generic_loop<G>(dst, p, first, e0 - first, wpe, f);
+  generic(first, e0 - first);
   fused(dst + e0, p.offset + e0 * wpe / 4, steps, aligned, nt);
   const uint64_t e1 = e0 + steps * eps;
-  generic_loop<G>(dst, p, e1, end - e1, wpe, f);
+  generic(e1, end - e1);
 }
 
 /// Body or generic, by whether G has fused loops (for this op: Enable).
@@ -203,10 +217,34 @@ template <class G, bool Enable = (G::kStepBlocks > 0), class T, class F, class F
 void body_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, unsigned wpe, F f,
                Fused fused) {
   if constexpr (Enable) {
-    fused_loop<G>(dst, p, first, n, wpe, f, fused);
+    fused_loop(
+        dst, p, first, n, wpe, G::kStepBlocks,
+        [&](uint64_t a, uint64_t k) { generic_loop<G>(dst, p, a, k, wpe, f); }, fused);
   } else {
     (void)fused;
     generic_loop<G>(dst, p, first, n, wpe, f);
+  }
+}
+
+template <class G, class = void>
+struct HasNormalFused : std::false_type {};
+template <class G>
+struct HasNormalFused<G, std::void_t<decltype(G::kNormalStepBlocks)>> : std::true_type {};
+
+/// Normal float32: Philox fused with Box-Muller for the body where G has it (no word buffer).
+template <class G>
+void normal_f32(float* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  const auto generic = [&](uint64_t a, uint64_t k) {
+    if (k > 0) normal_loop<G, float, float>(dst, p, a, k);
+  };
+  if constexpr (HasNormalFused<G>::value) {
+    const float mean = static_cast<float>(p.a), sd = static_cast<float>(p.b);
+    fused_loop(dst, p, first, n, 1, G::kNormalStepBlocks, generic,
+               [&](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+                 G::normal_f32_fused(out, p.seed, blk, steps, mean, sd, aligned, false && nt);
+               });
+  } else {
+    generic(first, n);
   }
 }
 
@@ -321,7 +359,7 @@ void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
     case RandomOp::Normal:
       switch (p.dtype) {
         case RandomDType::F32:
-          normal_loop<G, float, float>(static_cast<float*>(dst), p, first, n);
+          normal_f32<G>(static_cast<float*>(dst), p, first, n);
           return;
         case RandomDType::F16:
         case RandomDType::BF16:

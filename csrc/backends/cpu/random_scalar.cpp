@@ -47,21 +47,65 @@ struct ScalarV {
   static D add(D a, D b) { return a + b; }
   static D sub(D a, D b) { return a - b; }
   static D mul(D a, D b) { return a * b; }
+  static D fma(D a, D b, D c) { return std::fma(a, b, c); }
   static D sqrt(D a) { return std::sqrt(a); }
-  static D to_f32(D a) { return static_cast<double>(static_cast<float>(a)); }
-  using F = float;
-  static F f32(float v) { return v; }
-  static F to_f(D a) { return static_cast<float>(a); }
-  static F mul_f(F a, F b) { return a * b; }
-  static F add_f(F a, F b) { return a + b; }
-  static F sqrt_f(F a) { return std::sqrt(a); }
   static D lookup16(const double* t, I i) { return t[i & 15]; }
   static D select_odd(I q, D a, D b) { return (q & 1) ? b : a; }
-  static void store_f32(float* out, F z0, F z1) {
+  static void store_f64(double* out, D z0, D z1) {
     out[0] = z0;
     out[1] = z1;
   }
-  static void store_f64(double* out, D z0, D z1) {
+};
+
+// normal_impl.h's float layer with one lane.
+struct ScalarVF {
+  static constexpr uint64_t kLanes = 1;
+  using F = float;
+  using U = uint32_t;
+  static void load_pairs(const uint32_t* w, U& w0, U& w1) {
+    w0 = w[0];
+    w1 = w[1];
+  }
+  static U u(uint32_t v) { return v; }
+  static F f(float v) { return v; }
+  static U add_u(U a, U b) { return a + b; }
+  static U sub_u(U a, U b) { return a - b; }
+  static U and_u(U a, U b) { return a & b; }
+  static U xor_u(U a, U b) { return a ^ b; }
+  template <int N>
+  static U shl(U a) {
+    return a << N;
+  }
+  template <int N>
+  static U shr(U a) {
+    return a >> N;
+  }
+  static U as_u(F a) {
+    U i;
+    std::memcpy(&i, &a, 4);
+    return i;
+  }
+  static F as_f(U a) {
+    F f;
+    std::memcpy(&f, &a, 4);
+    return f;
+  }
+  static F cvt(U a) { return static_cast<float>(static_cast<int32_t>(a)); }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
+  static F fms(F a, F b, F c) { return std::fmaf(a, b, -c); }
+  static F fnma(F a, F b, F c) { return std::fmaf(-a, b, c); }
+  static F sqrt(F a) { return std::sqrt(a); }
+  static uint32_t below_mask(U a, uint32_t b) { return a < b ? 1u : 0u; }
+  template <class Fn>
+  static F fix_lanes(F, U w, uint32_t, Fn fn) {
+    return fn(w);
+  }
+  static F lookup16(const float* t, U i) { return t[i & 15]; }
+  static F select_odd(U q, F a, F b) { return (q & 1) ? b : a; }
+  static void store(float* out, F z0, F z1) {
     out[0] = z0;
     out[1] = z1;
   }
@@ -80,11 +124,14 @@ struct ScalarGen {
   static float u_f16(uint32_t w) { return philox::uniform_f16_value(w); }
   static float u_bf16(uint32_t w) { return philox::uniform_bf16_value(w); }
   static double u_f64(uint32_t lo, uint32_t hi) { return philox::uniform_f64(lo, hi); }
+  // normal_f32 / normal_f64 write whole multiples of these pairs.
+  static constexpr uint64_t kNormalLanesF32 = ScalarVF::kLanes;
+  static constexpr uint64_t kNormalLanesF64 = ScalarV::kLanes;
   static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
-    nrm::box_muller<ScalarV, true>(w, z, pairs, mean, sd);
+    nrm::box_muller_f32<ScalarVF>(w, z, pairs, mean, sd);
   }
   static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
-    nrm::box_muller<ScalarV, false>(w, z, pairs, mean, sd);
+    nrm::box_muller<ScalarV>(w, z, pairs, mean, sd);
   }
   static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
     rnd::half_from_f32_scalar(src, dst, n, bf16);
