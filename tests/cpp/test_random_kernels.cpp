@@ -1018,7 +1018,7 @@ const RandomDType kNormalDtypes[] = {RandomDType::F32, RandomDType::F16, RandomD
                                      RandomDType::F64};
 
 // Against the correctly rounded steps: float32 (and so float16 / bfloat16) exact but for the
-// values whose logf / cosf / sinf lie within a few hundredths of an ulp of a rounding tie
+// values whose logf / cosf / sinf lie within about a thousandth of an ulp of a rounding tie
 // (0.2 %), and then within API.md's 2 ulp; float64 within a few double ulps; every table.
 TEST_P(RandomKernelTable, NormalAccuracy) {
   const uint64_t count = uint64_t(1) << 18;

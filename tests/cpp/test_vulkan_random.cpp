@@ -246,7 +246,7 @@ TEST_F(VulkanKernels, RandomMatchesTheCpuReference) {
 }
 
 // Normal values that differ from the cpu backend. The shader rounds logf / sqrtf / sincosf
-// correctly; the cpu backend's float32 kernel does so but within a few hundredths of an ulp of
+// correctly; the cpu backend's float32 kernel does so but within about a thousandth of an ulp of
 // a rounding tie, so about 0.2 % of float32 values differ (by at most 2 ulp, checked above).
 // float64: two sets of double series, each a few double ulps off: ~22 %.
 TEST_F(VulkanKernels, NormalShareOfExactValues) {
