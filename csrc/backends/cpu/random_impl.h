@@ -1,7 +1,8 @@
 // The random-number fill of the cpu backend (mpsrt/philox.h's stream definition), written once
 // over a generator policy G and instantiated per ISA in random_<isa>.cpp, each compiled with
-// its own -m flags and -ffp-contract=off (a fused multiply-add would change uniform's
-// low + (high - low) * u, normal's mean + std * z and normal_impl.h's Box-Muller). Everything here
+// its own -m flags and -ffp-contract=off (a contracted multiply-add would change uniform's
+// low + (high - low) * u and normal's mean + std * z; normal_impl.h writes its fused
+// multiply-adds out, the same on every table). Everything here
 // has internal linkage; the SIMD translation units call no external inline function either
 // (philox.h's functions are used by the scalar table only), so no AVX-512 code can reach the scalar
 // path through a merged inline definition.
@@ -10,8 +11,10 @@
 //   kStepBlocks                 blocks per step of its fused loops (0: no fused loops)
 //   blocks(out, seed, blk, nb)  the 4 * nb words of blocks blk .. blk + nb - 1, memory order
 //   u_f32(w), u_f16(w), u_bf16(w), u_f64(lo, hi)   philox.h's uniform transforms
-//   normal_f32(w, z, pairs, mean, sd), normal_f64(...)  normal_impl.h's box_muller over the
-//                               table's SIMD layer (the same algorithm, so the same bits)
+//   normal_f32(w, z, pairs, mean, sd), normal_f64(...)  normal_impl.h's box_muller_f32 /
+//                               box_muller over the table's SIMD layers (the same algorithm,
+//                               so the same bits); they write whole multiples of
+//                               kNormalLanesF32 / kNormalLanesF64 pairs
 //   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
 // and, when kStepBlocks > 0, fused loops that write `steps` * kStepBlocks blocks' worth of
 // elements starting at block blk (`aligned`: out is 64-byte aligned; `nt`: streaming stores):
@@ -20,6 +23,8 @@
 //   uniform_f64(double* out, seed, blk, steps, lo, span, aligned, nt)
 // and, when kHalfFused, the float16 / bfloat16 (bf16) uniform:
 //   uniform_half(uint16_t* out, seed, blk, steps, lo, span, bf16, aligned, nt)
+// and, when it has kNormalStepBlocks (blocks per step), the float32 normal fused with Philox:
+//   normal_f32_fused(float* out, seed, blk, steps, mean, sd, aligned, nt)
 #pragma once
 
 #include <cstddef>
