@@ -36,10 +36,13 @@
 //   store_f64(double* out, D z0, D z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
 // VF (float32) provides (F: kLanes floats, U: kLanes uint32 lanes):
 //   load_pairs(const uint32_t* w, U& w0, U& w1)   w0[i] = w[2i], w1[i] = w[2i + 1]
-//   u(x), f(x); add_u, sub_u, and_u, xor_u, shl<N>, shr<N>(U); as_u(F), as_f(U)
+//   u(x), f(x); add_u, sub_u, shl<N>, shr<N>, sra<N> (arithmetic)(U); as_u(F), as_f(U)
 //   cvt(U)                          signed int32 -> float
 //   add, sub, mul, fma (a b + c), fms (a b - c), fnma (-a b + c), sqrt(F)
 //   lookup16(const float t[16], U), select_odd(U q, F a, F b)
+//   neg_if_bit<B>(U q, F x)         per lane: bit B of q set ? -x : x (the sign bit flipped)
+//   neq_mask(F a, F b)              bit i set where a[i] != b[i]
+//   fix_lanes(F v, U w, mask, fn)   v with lane i replaced by fn(w[i]) for the mask's lanes
 //   store(float* out, F z0, F z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
 #pragma once
 
@@ -214,8 +217,9 @@ inline float logf_u1(uint32_t w0) {
 // rounding tie: each is a float head that is exact (a table value, 1, or the reduced
 // argument) plus a small tail carried with its rounding errors, added once at the end.
 //
-// log: d = u1 2^24 = 2^e m (as the double path, m in [0.6875, 1.375), 16 subintervals);
-// log u1 = [(e - 24) ln2_hi + log(1/c_i)_hi] + r + tail, with ln2_hi and the table's heads
+// log: u1 = 2^e m (e = -24 .. 0; m in [0.6875, 1.375) and its 16 subintervals as the double
+// path's; the code holds m 2^24 and the table 2^-24 / c_i, whose product is the same float);
+// log u1 = [e ln2_hi + log(1/c_i)_hi] + r + tail, with ln2_hi and the table's heads
 // multiples of 2^-18 (so the bracket is exact in float), r = m / c_i - 1 as p - 1 + p_lo
 // (p = m * (1 / c_i) rounded, p_lo its exact error) and tail = p_lo (1 - r) + lows
 // - r^2/2 + r^3 P(r).
@@ -224,10 +228,11 @@ inline float logf_u1(uint32_t w0) {
 // q P3 in yl);
 // cos y = [1 - y^2/2]_h + ((1 - y^2/2)_err + y^4 C(y^2) - z_lo/2 - sin(y) yl),
 // sin y = [yh - yh^3/6]_h + (its error + y^5 S(y^2) + cos(y) yl), z = yh^2 = z + z_lo.
+// 2^-24 / c_i: the float path's m is 2^24 times the double path's (see bm_f32).
 alignas(64) constexpr float kInvCf[16] = {
-    0x1.6c16cp+0f, 0x1.5c988p+0f, 0x1.4e5e0p+0f, 0x1.41414p+0f, 0x1.3521cp+0f, 0x1.29e42p+0f,
-    0x1.1f704p+0f, 0x1.15b1ep+0f, 0x1.0c972p+0f, 1.0f,          1.0f,          0x1.d41d4p-1f,
-    0x1.bacfap-1f, 0x1.a41a4p-1f, 0x1.8f9c2p-1f, 0x1.7d060p-1f,
+    0x1.6c16cp-24f, 0x1.5c988p-24f, 0x1.4e5e0p-24f, 0x1.41414p-24f, 0x1.3521cp-24f, 0x1.29e42p-24f,
+    0x1.1f704p-24f, 0x1.15b1ep-24f, 0x1.0c972p-24f, 0x1p-24f,       0x1p-24f,       0x1.d41d4p-25f,
+    0x1.bacfap-25f, 0x1.a41a4p-25f, 0x1.8f9c2p-25f, 0x1.7d060p-25f,
 };
 // log(1 / c_i) = -log(kInvCf[i]) = head (a multiple of 2^-18) + tail.
 alignas(64) constexpr float kLogCHi[16] = {
@@ -288,11 +293,12 @@ MPSRT_NRM_INLINE void bm_f32(typename VF::U w0, typename VF::U w1, typename VF::
   // ---- log u1
   const U k = VF::add_u(VF::template shr<8>(w0), VF::u(1));  // u1 2^24: 1 .. 2^24
   const U ix = VF::as_u(VF::cvt(k));                         // exact
-  const U tmp = VF::sub_u(ix, VF::u(0x3f300000));            // bits of 0.6875f
-  const U e = VF::template shr<23>(tmp);                     // 0 .. 24
+  const U tmp = VF::sub_u(ix, VF::u(0x4b300000));            // bits of 0.6875f 2^24
+  const U e = VF::template sra<23>(tmp);                     // -24 .. 0: u1 = 2^e m
+  // m 2^24 (its exponent field moved by 24) against the table's 2^-24 / c_i: the same product
   const F m = VF::as_f(VF::sub_u(ix, VF::template shl<23>(e)));
   const U idx = VF::template shr<19>(tmp);  // the lookups take the low 4 bits
-  const F ed = VF::cvt(VF::sub_u(e, VF::u(24)));
+  const F ed = VF::cvt(e);
   const F invc = VF::lookup16(kInvCf, idx);
   const F pr = VF::mul(m, invc);
   const F pr_lo = VF::fms(m, invc, pr);  // exact
@@ -310,17 +316,14 @@ MPSRT_NRM_INLINE void bm_f32(typename VF::U w0, typename VF::U w1, typename VF::
   tl = VF::add(tl, VF::fnma(pr_lo, r, pr_lo));
   const F lt = VF::add(tl, b_err);
   F l = VF::add(b2, lt);  // logf(u1)
-  // l's rounding error, exactly (|b2| > |lt|); within 2^-10 of half an ulp of l, the tail's
-  // own error (a few 2^-16 ulp) could decide the rounding: such lanes (about 0.1 %) take
-  // the float64 logarithm, rounded. So l is logf(u1) correctly rounded but for a rounding tie
-  // of the double logarithm (2^-29 ulp), and a value whose cosine or sine is an ulp off is
+  // l's rounding error, exactly (|b2| > |lt|). Within 2^-11 of half the gap to l's neighbour
+  // on its side, the tail's own error (a few 2^-16 ulp) could decide the rounding: such lanes
+  // (about 0.1 %) take the float64 logarithm, rounded. They are the lanes where l + l_err
+  // (1 + 2^-11) rounds to another float. So l is logf(u1) correctly rounded but for a rounding
+  // tie of the double logarithm (2^-29 ulp), and a value whose cosine or sine is an ulp off is
   // still within 2 ulp of the correctly rounded steps.
-  // In the bits: |l_err| against half an ulp of l, 2^(exponent(l) - 24), as integers (2^-10
-  // of it is 2^13 above, 2^12 below).
-  const U l_err = VF::as_u(VF::sub(lt, VF::sub(l, b2)));
-  const U half_ulp = VF::sub_u(VF::and_u(VF::as_u(l), VF::u(0x7f800000u)), VF::u(24u << 23));
-  const U off_tie = VF::sub_u(VF::and_u(l_err, VF::u(0x7fffffffu)), half_ulp);
-  if (const uint32_t near = VF::below_mask(VF::add_u(off_tie, VF::u(1u << 13)), 1u << 14)) {
+  const F l_err = VF::sub(lt, VF::sub(l, b2));
+  if (const uint32_t near = VF::neq_mask(VF::fma(l_err, VF::f(1.0f + 0x1p-11f), l), l)) {
     l = VF::fix_lanes(l, w0, near, [](uint32_t w) { return logf_u1(w); });
   }
   const F rad = VF::sqrt(VF::mul(l, VF::f(-2.0f)));
@@ -358,19 +361,76 @@ MPSRT_NRM_INLINE void bm_f32(typename VF::U w0, typename VF::U w1, typename VF::
   const F bs_err = VF::add(VF::sub(yh, bs), s6);  // exact: |yh| > |s6|
   const F sn = VF::add(bs, VF::add(st, bs_err));
   // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
-  const U sign_s = VF::template shl<30>(VF::and_u(q, VF::u(2)));
-  const U sign_c = VF::template shl<30>(VF::and_u(VF::add_u(q, VF::u(1)), VF::u(2)));
-  const F c = VF::as_f(VF::xor_u(VF::as_u(VF::select_odd(q, cs, sn)), sign_c));
-  const F s = VF::as_f(VF::xor_u(VF::as_u(VF::select_odd(q, sn, cs)), sign_s));
-  const F z0 = VF::mul(rad, c), z1 = VF::mul(rad, s);
+  const F c = VF::template neg_if_bit<1>(VF::add_u(q, VF::u(1)), VF::select_odd(q, cs, sn));
+  const F s = VF::template neg_if_bit<1>(q, VF::select_odd(q, sn, cs));
   if constexpr (kAffine) {
-    out0 = VF::add(mv, VF::mul(sdv, z0));
-    out1 = VF::add(mv, VF::mul(sdv, z1));
-  } else {  // 0 + 1 z: the same bits as the affine form (-0 becomes +0)
-    out0 = VF::add(z0, VF::f(0.0f));
-    out1 = VF::add(z1, VF::f(0.0f));
+    out0 = VF::add(mv, VF::mul(sdv, VF::mul(rad, c)));
+    out1 = VF::add(mv, VF::mul(sdv, VF::mul(rad, s)));
+  } else {  // 0 + 1 z: the same bits as the affine form (rad c + 0 in one rounding: -0 is +0)
+    out0 = VF::fma(rad, c, VF::f(0.0f));
+    out1 = VF::fma(rad, s, VF::f(0.0f));
   }
 }
+
+/// Two VF register sets as one, op by op: bm_f32<Twice<VF>> interleaves two independent
+/// Box-Muller chains in program order, which the out-of-order core overlaps better than one
+/// long chain after another (AVX-512 fused loop: +6 % measured; the AVX2 table's 8 lanes gain
+/// nothing, so it keeps one set).
+template <class VF>
+struct Twice {
+  static constexpr uint64_t kLanes = 2 * VF::kLanes;
+  struct F {
+    typename VF::F a, b;
+  };
+  struct U {
+    typename VF::U a, b;
+  };
+  static U u(uint32_t v) { return {VF::u(v), VF::u(v)}; }
+  static F f(float v) { return {VF::f(v), VF::f(v)}; }
+  static U add_u(U x, U y) { return {VF::add_u(x.a, y.a), VF::add_u(x.b, y.b)}; }
+  static U sub_u(U x, U y) { return {VF::sub_u(x.a, y.a), VF::sub_u(x.b, y.b)}; }
+  template <int N>
+  static U shl(U x) {
+    return {VF::template shl<N>(x.a), VF::template shl<N>(x.b)};
+  }
+  template <int N>
+  static U shr(U x) {
+    return {VF::template shr<N>(x.a), VF::template shr<N>(x.b)};
+  }
+  template <int N>
+  static U sra(U x) {
+    return {VF::template sra<N>(x.a), VF::template sra<N>(x.b)};
+  }
+  static U as_u(F x) { return {VF::as_u(x.a), VF::as_u(x.b)}; }
+  static F as_f(U x) { return {VF::as_f(x.a), VF::as_f(x.b)}; }
+  static F cvt(U x) { return {VF::cvt(x.a), VF::cvt(x.b)}; }
+  static F add(F x, F y) { return {VF::add(x.a, y.a), VF::add(x.b, y.b)}; }
+  static F sub(F x, F y) { return {VF::sub(x.a, y.a), VF::sub(x.b, y.b)}; }
+  static F mul(F x, F y) { return {VF::mul(x.a, y.a), VF::mul(x.b, y.b)}; }
+  static F fma(F x, F y, F z) { return {VF::fma(x.a, y.a, z.a), VF::fma(x.b, y.b, z.b)}; }
+  static F fms(F x, F y, F z) { return {VF::fms(x.a, y.a, z.a), VF::fms(x.b, y.b, z.b)}; }
+  static F fnma(F x, F y, F z) { return {VF::fnma(x.a, y.a, z.a), VF::fnma(x.b, y.b, z.b)}; }
+  static F sqrt(F x) { return {VF::sqrt(x.a), VF::sqrt(x.b)}; }
+  static F lookup16(const float* t, U i) { return {VF::lookup16(t, i.a), VF::lookup16(t, i.b)}; }
+  static F select_odd(U q, F x, F y) {
+    return {VF::select_odd(q.a, x.a, y.a), VF::select_odd(q.b, x.b, y.b)};
+  }
+  template <int B>
+  static F neg_if_bit(U q, F x) {
+    return {VF::template neg_if_bit<B>(q.a, x.a), VF::template neg_if_bit<B>(q.b, x.b)};
+  }
+  static_assert(2 * VF::kLanes <= 32, "the lane mask is 32 bits");
+  static uint32_t neq_mask(F x, F y) {
+    return VF::neq_mask(x.a, y.a) | VF::neq_mask(x.b, y.b) << VF::kLanes;
+  }
+  template <class Fn>
+  static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {
+    const uint32_t lo = mask & ((1u << VF::kLanes) - 1), hi = mask >> VF::kLanes;
+    if (lo != 0) v.a = VF::fix_lanes(v.a, w.a, lo, fn);
+    if (hi != 0) v.b = VF::fix_lanes(v.b, w.b, hi, fn);
+    return v;
+  }
+};
 
 template <class VF, bool kAffine>
 void box_muller_f32_loop(const uint32_t* w, float* out, uint64_t pairs, float mean, float sd) {
@@ -398,3 +458,5 @@ void box_muller_f32(const uint32_t* w, float* out, uint64_t pairs, float mean, f
 }  // namespace nrm
 }  // namespace
 }  // namespace mpsrt::cpu
+
+#undef MPSRT_NRM_INLINE

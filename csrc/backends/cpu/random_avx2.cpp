@@ -232,8 +232,6 @@ struct Avx2VF {
   static F f(float v) { return _mm256_set1_ps(v); }
   static U add_u(U a, U b) { return _mm256_add_epi32(a, b); }
   static U sub_u(U a, U b) { return _mm256_sub_epi32(a, b); }
-  static U and_u(U a, U b) { return _mm256_and_si256(a, b); }
-  static U xor_u(U a, U b) { return _mm256_xor_si256(a, b); }
   template <int N>
   static U shl(U a) {
     return _mm256_slli_epi32(a, N);
@@ -252,9 +250,17 @@ struct Avx2VF {
   static F fms(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
   static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
   static F sqrt(F a) { return _mm256_sqrt_ps(a); }
-  static uint32_t below_mask(U a, uint32_t b) {  // unsigned a < b for b < 2^31
-    const __m256i lt = _mm256_andnot_si256(_mm256_srai_epi32(a, 31), _mm256_cmpgt_epi32(u(b), a));
-    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(lt)));
+  template <int N>
+  static U sra(U a) {
+    return _mm256_srai_epi32(a, N);
+  }
+  template <int B>
+  static F neg_if_bit(U q, F x) {
+    return _mm256_xor_ps(
+        x, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, u(1u << B)), 31 - B)));
+  }
+  static uint32_t neq_mask(F a, F b) {
+    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NEQ_UQ)));
   }
   template <class Fn>
   static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {

@@ -306,8 +306,6 @@ struct Avx512VF {
   static F f(float v) { return _mm512_set1_ps(v); }
   static U add_u(U a, U b) { return _mm512_add_epi32(a, b); }
   static U sub_u(U a, U b) { return _mm512_sub_epi32(a, b); }
-  static U and_u(U a, U b) { return _mm512_and_si512(a, b); }
-  static U xor_u(U a, U b) { return _mm512_xor_si512(a, b); }
   template <int N>
   static U shl(U a) {
     return _mm512_slli_epi32(a, N);
@@ -326,7 +324,17 @@ struct Avx512VF {
   static F fms(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
   static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
   static F sqrt(F a) { return _mm512_sqrt_ps(a); }
-  static uint32_t below_mask(U a, uint32_t b) { return _mm512_cmplt_epu32_mask(a, u(b)); }
+  template <int N>
+  static U sra(U a) {
+    return _mm512_srai_epi32(a, N);
+  }
+  template <int B>
+  static F neg_if_bit(U q, F x) {
+    const __mmask16 k = _mm512_test_epi32_mask(q, u(1u << B));
+    return _mm512_castsi512_ps(
+        _mm512_mask_xor_epi32(_mm512_castps_si512(x), k, _mm512_castps_si512(x), u(0x80000000u)));
+  }
+  static uint32_t neq_mask(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }
   template <class Fn>
   static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {
     alignas(64) float vs[16];
@@ -355,10 +363,11 @@ struct Avx512VF {
 // block blk, 32 values per group at out (64-byte aligned when M is kStore or kStream). In a
 // group, lane i < 8 of the Box-Muller registers is block i's pair (w0, w1), lane 8 + i its pair
 // (w2, w3): the block's 4 values are z0[i], z1[i], z0[8 + i], z1[8 + i].
-constexpr int kNormalGroups = 8;
+constexpr int kNormalGroups = 8;  // even: groups go through Box-Muller two at a time
 template <int M, bool kAffine>
 void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, float mean, float sd) {
-  const __m512 mv = _mm512_set1_ps(mean), sdv = _mm512_set1_ps(sd);
+  using V2 = nrm::Twice<Avx512VF>;
+  const V2::F mv = V2::f(mean), sdv = V2::f(sd);
   const __m512i lows = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i st0 = _mm512_setr_epi32(0, 16, 8, 24, 1, 17, 9, 25, 2, 18, 10, 26, 3, 19, 11, 27);
   const __m512i st1 = _mm512_add_epi32(st0, _mm512_set1_epi32(4));
@@ -373,14 +382,18 @@ void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, flo
       cnt = _mm512_add_epi64(cnt, eight);
     }
     philox_soa<kNormalGroups>(c, k, c0, c1, c2, c3);
-    for (int g = 0; g < kNormalGroups; ++g) {
-      __m512 z0, z1;
-      nrm::bm_f32<Avx512VF, kAffine>(_mm512_permutex2var_epi32(c0[g], lows, c2[g]),
-                                     _mm512_permutex2var_epi32(c1[g], lows, c3[g]), mv, sdv, z0,
-                                     z1);
-      put<M>(out, _mm512_castps_si512(_mm512_permutex2var_ps(z0, st0, z1)));
-      put<M>(out + 16, _mm512_castps_si512(_mm512_permutex2var_ps(z0, st1, z1)));
-      out += 32;
+    for (int g = 0; g < kNormalGroups; g += 2) {  // two groups at once (nrm::Twice)
+      const V2::U w0{_mm512_permutex2var_epi32(c0[g], lows, c2[g]),
+                     _mm512_permutex2var_epi32(c0[g + 1], lows, c2[g + 1])};
+      const V2::U w1{_mm512_permutex2var_epi32(c1[g], lows, c3[g]),
+                     _mm512_permutex2var_epi32(c1[g + 1], lows, c3[g + 1])};
+      V2::F z0, z1;
+      nrm::bm_f32<V2, kAffine>(w0, w1, mv, sdv, z0, z1);
+      put<M>(out, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st0, z1.a)));
+      put<M>(out + 16, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st1, z1.a)));
+      put<M>(out + 32, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st0, z1.b)));
+      put<M>(out + 48, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st1, z1.b)));
+      out += 64;
     }
   }
 }

@@ -246,7 +246,7 @@ void normal_f32(float* dst, const RandomParams& p, uint64_t first, uint64_t n) {
     const float mean = static_cast<float>(p.a), sd = static_cast<float>(p.b);
     fused_loop(dst, p, first, n, 1, G::kNormalStepBlocks, generic,
                [&](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-                 G::normal_f32_fused(out, p.seed, blk, steps, mean, sd, aligned, false && nt);
+                 G::normal_f32_fused(out, p.seed, blk, steps, mean, sd, aligned, nt);
                });
   } else {
     generic(first, n);

@@ -70,8 +70,6 @@ struct ScalarVF {
   static F f(float v) { return v; }
   static U add_u(U a, U b) { return a + b; }
   static U sub_u(U a, U b) { return a - b; }
-  static U and_u(U a, U b) { return a & b; }
-  static U xor_u(U a, U b) { return a ^ b; }
   template <int N>
   static U shl(U a) {
     return a << N;
@@ -98,7 +96,15 @@ struct ScalarVF {
   static F fms(F a, F b, F c) { return std::fmaf(a, b, -c); }
   static F fnma(F a, F b, F c) { return std::fmaf(-a, b, c); }
   static F sqrt(F a) { return std::sqrt(a); }
-  static uint32_t below_mask(U a, uint32_t b) { return a < b ? 1u : 0u; }
+  template <int N>
+  static U sra(U a) {  // arithmetic: the sign bit fills in (two's complement, as gcc and clang)
+    return static_cast<U>(static_cast<int32_t>(a) >> N);
+  }
+  template <int B>
+  static F neg_if_bit(U q, F x) {
+    return as_f(as_u(x) ^ ((q >> B & 1u) << 31));
+  }
+  static uint32_t neq_mask(F a, F b) { return a != b ? 1u : 0u; }
   template <class Fn>
   static F fix_lanes(F, U w, uint32_t, Fn fn) {
     return fn(w);
