@@ -1,8 +1,7 @@
-// AVX-512 random-number table (compiled with -mavx512f/bw/vl and -ffp-contract=off; used only
-// when the CPU reports them). Philox4x32-10 on 8 blocks per register: each 64-bit lane holds
-// one block's 32-bit word in its low half, so one vpmuludq gives both halves of the product,
-// and the lane's full 64-bit counter (offset + block) carries into the second counter word.
-// Bit-identical to the scalar table (random_scalar.cpp).
+// AVX-512 random-number table (compiled with -mavx512f/bw/vl -mfma and -ffp-contract=off; used
+// only when the CPU reports them): philox_simd.h on 8 blocks per register, its own float16 /
+// bfloat16 transforms, and normal_impl.h on 8 doubles / 16 floats, the float32 normal fused
+// with Philox. Bit-identical to the scalar table (random_scalar.cpp).
 // GCC 12 reports the intrinsics' own _mm512_undefined_epi32() (the pass-through operand of the
 // unmasked shifts and conversions) as (maybe-)uninitialized; silenced for the header only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -19,185 +18,64 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/normal_impl.h"
+#include "backends/cpu/philox_simd.h"
 #include "backends/cpu/random_impl.h"
-#include "mpsrt/philox.h"  // constants only: no inline function of it is called here
 
 namespace mpsrt::cpu {
 namespace {
 
-constexpr int kGroups = 6;  // independent 8-block groups per step (latency hiding)
-constexpr uint64_t kStep = 8 * kGroups;
-
-enum Mode { kStoreU, kStore, kStream };
-
-struct Keys {
-  __m512i k0[philox::kRounds];
-  __m512i k1[philox::kRounds];
-};
-
-inline void make_keys(Keys& k, uint64_t seed) {
-  uint32_t a = static_cast<uint32_t>(seed), b = static_cast<uint32_t>(seed >> 32);
-  for (int r = 0; r < philox::kRounds; ++r) {
-    k.k0[r] = _mm512_set1_epi64(a);
-    k.k1[r] = _mm512_set1_epi64(b);
-    a += philox::kW0;
-    b += philox::kW1;
+// philox_simd.h's integer layer: 8 blocks per register.
+struct Avx512I {
+  static constexpr uint64_t kBlocks = 8;
+  using I = __m512i;
+  using F = __m512;
+  using D = __m512d;
+  static I set1_64(uint64_t v) { return _mm512_set1_epi64(static_cast<long long>(v)); }
+  static I iota64() { return _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7); }
+  static I add64(I a, I b) { return _mm512_add_epi64(a, b); }
+  static I mul32(I a, I b) { return _mm512_mul_epu32(a, b); }
+  static I xor2(I a, I b) { return _mm512_xor_si512(a, b); }
+  static I xor3(I a, I b, I c) { return _mm512_ternarylogic_epi64(a, b, c, 0x96); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int N>
+  static I srl64(I a) {
+    return _mm512_srli_epi64(a, N);
   }
-}
-
-template <int M>
-inline void put(void* p, __m512i v) {
-  if constexpr (M == kStream) {
-    _mm512_stream_si512(static_cast<__m512i*>(p), v);
-  } else if constexpr (M == kStore) {
-    _mm512_store_si512(p, v);
-  } else {
-    _mm512_storeu_si512(p, v);
+  template <int N>
+  static I srl32(I a) {
+    return _mm512_srli_epi32(a, N);
   }
-}
-
-// Philox of G groups of 8 blocks with 64-bit counters cnt[g]: word j of block i of group g in
-// the low half of 64-bit lane i of cj[g].
-template <int G>
-inline void philox_soa(const __m512i* cnt, const Keys& k, __m512i* c0, __m512i* c1, __m512i* c2,
-                       __m512i* c3) {
-  const __m512i m0 = _mm512_set1_epi64(philox::kM0);
-  const __m512i m1 = _mm512_set1_epi64(philox::kM1);
-  // Round 0: the counter's words 2 and 3 are zero.
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    const __m512i p0 = _mm512_mul_epu32(cnt[g], m0);
-    c0[g] = _mm512_xor_si512(_mm512_srli_epi64(cnt[g], 32), k.k0[0]);
-    c2[g] = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), k.k1[0]);
-    c3[g] = p0;
+  // The 32 words of 8 blocks in memory order: blocks 0-3, then 4-7.
+  static void words(I c0, I c1, I c2, I c3, I out[2]) {
+    const I pair = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    const I t01 = _mm512_permutex2var_epi32(c0, pair, c1);  // (w0, w1) per block
+    const I t23 = _mm512_permutex2var_epi32(c2, pair, c3);  // (w2, w3) per block
+    out[0] = _mm512_permutex2var_epi64(t01, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), t23);
+    out[1] = _mm512_permutex2var_epi64(t01, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), t23);
   }
-  // Round 1: word 1 is zero.
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    const __m512i p0 = _mm512_mul_epu32(c0[g], m0);
-    const __m512i p1 = _mm512_mul_epu32(c2[g], m1);
-    c0[g] = _mm512_xor_si512(_mm512_srli_epi64(p1, 32), k.k0[1]);
-    c2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[g], k.k1[1], 0x96);
-    c1[g] = p1;
-    c3[g] = p0;
-  }
-#pragma GCC unroll 8
-  for (int r = 2; r < philox::kRounds; ++r) {
-#pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      const __m512i p0 = _mm512_mul_epu32(c0[g], m0);
-      const __m512i p1 = _mm512_mul_epu32(c2[g], m1);
-      c0[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1[g], k.k0[r], 0x96);
-      c2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[g], k.k1[r], 0x96);
-      c1[g] = p1;
-      c3[g] = p0;
-    }
-  }
-}
-
-// Philox of G groups of 8 blocks with 64-bit counters cnt[g]; out[g][0..1] hold the 32 words
-// of group g in memory order (blocks 0-3, then 4-7).
-template <int G>
-inline void philox_x8(const __m512i* cnt, const Keys& k, __m512i out[][2]) {
-  __m512i c0[G], c1[G], c2[G], c3[G];
-  philox_soa<G>(cnt, k, c0, c1, c2, c3);
-  // The low halves of the lanes are the words; the high halves are left-overs.
-  const __m512i pair = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-  const __m512i lo4 = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-  const __m512i hi4 = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    const __m512i t01 = _mm512_permutex2var_epi32(c0[g], pair, c1[g]);  // (w0, w1) per block
-    const __m512i t23 = _mm512_permutex2var_epi32(c2[g], pair, c3[g]);  // (w2, w3) per block
-    out[g][0] = _mm512_permutex2var_epi64(t01, lo4, t23);
-    out[g][1] = _mm512_permutex2var_epi64(t01, hi4, t23);
-  }
-}
-
-// Writes steps * 8G blocks starting at block blk: 64-byte register i of the words, transformed
-// by xf, goes to out + 64 i.
-template <int G, int M, class Xf>
-inline void run(void* out, const Keys& k, uint64_t blk, uint64_t steps, Xf xf) {
-  auto* d = static_cast<char*>(out);
-  __m512i cnt = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(blk)),
-                                 _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m512i eight = _mm512_set1_epi64(8);
-  for (uint64_t s = 0; s < steps; ++s) {
-    __m512i c[G];
-    __m512i w[G][2];
-#pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      c[g] = cnt;
-      cnt = _mm512_add_epi64(cnt, eight);
-    }
-    philox_x8<G>(c, k, w);
-    if constexpr (Xf::kNarrow) {  // two registers of words -> one of 16-bit elements
-#pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) put<M>(d + 64 * g, xf(w[g][0], w[g][1]));
-      d += 64 * G;
+  template <int M>
+  static void store(void* p, I v) {
+    if constexpr (M == phx::kStream) {
+      _mm512_stream_si512(static_cast<I*>(p), v);
+    } else if constexpr (M == phx::kStore) {
+      _mm512_store_si512(p, v);
     } else {
-#pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) {
-        put<M>(d + 128 * g, xf(w[g][0]));
-        put<M>(d + 128 * g + 64, xf(w[g][1]));
-      }
-      d += 128 * G;
+      _mm512_storeu_si512(p, v);
     }
   }
-}
-
-template <class Xf>
-inline void run_mode(void* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned, bool nt,
-                     Xf xf) {
-  Keys k;
-  make_keys(k, seed);
-  if (nt) {
-    run<kGroups, kStream>(out, k, blk, steps, xf);
-    _mm_sfence();
-  } else if (aligned) {
-    run<kGroups, kStore>(out, k, blk, steps, xf);
-  } else {
-    run<kGroups, kStoreU>(out, k, blk, steps, xf);
-  }
-}
-
-struct IdentityXf {
-  static constexpr bool kNarrow = false;
-  __m512i operator()(__m512i w) const { return w; }
-};
-
-template <bool Affine>
-struct F32Xf {
-  static constexpr bool kNarrow = false;
-  __m512 lo, span;
-  __m512i operator()(__m512i w) const {
-    __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)),
-                             _mm512_set1_ps(5.9604644775390625e-08f));
-    if constexpr (Affine) u = _mm512_add_ps(lo, _mm512_mul_ps(span, u));
-    return _mm512_castps_si512(u);
-  }
-};
-
-// (((hi << 32) | lo) >> 11) * 2^-53 exactly: the 53-bit integer as 2^32 * a + b through the
-// exponent bias trick (AVX-512F has no unsigned 64-bit conversion without DQ).
-template <bool Affine>
-struct F64Xf {
-  static constexpr bool kNarrow = false;
-  __m512d lo, span;
-  __m512i operator()(__m512i w) const {
-    const __m512i v = _mm512_srli_epi64(w, 11);
-    const __m512i a = _mm512_srli_epi64(v, 32);
-    const __m512i b = _mm512_and_si512(v, _mm512_set1_epi64(0xffffffffLL));
-    const __m512d da = _mm512_sub_pd(
-        _mm512_castsi512_pd(_mm512_or_si512(a, _mm512_set1_epi64(0x4530000000000000LL))),
-        _mm512_set1_pd(19342813113834066795298816.0));  // 2^84
-    const __m512d db = _mm512_sub_pd(
-        _mm512_castsi512_pd(_mm512_or_si512(b, _mm512_set1_epi64(0x4330000000000000LL))),
-        _mm512_set1_pd(4503599627370496.0));  // 2^52
-    __m512d u = _mm512_mul_pd(_mm512_add_pd(da, db), _mm512_set1_pd(1.1102230246251565e-16));
-    if constexpr (Affine) u = _mm512_add_pd(lo, _mm512_mul_pd(span, u));
-    return _mm512_castpd_si512(u);
-  }
+  static void sfence() { _mm_sfence(); }
+  static F set1_f(float v) { return _mm512_set1_ps(v); }
+  static F cvt_f(I a) { return _mm512_cvtepi32_ps(a); }
+  static F add_f(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul_f(F a, F b) { return _mm512_mul_ps(a, b); }
+  static I as_i(F a) { return _mm512_castps_si512(a); }
+  static D set1_d(double v) { return _mm512_set1_pd(v); }
+  static D add_d(D a, D b) { return _mm512_add_pd(a, b); }
+  static D sub_d(D a, D b) { return _mm512_sub_pd(a, b); }
+  static D mul_d(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D as_d(I a) { return _mm512_castsi512_pd(a); }
+  static I as_i(D a) { return _mm512_castpd_si512(a); }
 };
 
 // float16: (w >> 21) * 2^-11, then low + (high - low) * u in float32, rounded to nearest even
@@ -365,7 +243,8 @@ struct Avx512VF {
 // (w2, w3): the block's 4 values are z0[i], z1[i], z0[8 + i], z1[8 + i].
 constexpr int kNormalGroups = 8;  // even: groups go through Box-Muller two at a time
 template <int M, bool kAffine>
-void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, float mean, float sd) {
+void normal_f32_run(float* out, const phx::Keys<Avx512I>& k, uint64_t blk, uint64_t steps,
+                    float mean, float sd) {
   using V2 = nrm::Twice<Avx512VF>;
   const V2::F mv = V2::f(mean), sdv = V2::f(sd);
   const __m512i lows = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -381,7 +260,7 @@ void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, flo
       c[g] = cnt;
       cnt = _mm512_add_epi64(cnt, eight);
     }
-    philox_soa<kNormalGroups>(c, k, c0, c1, c2, c3);
+    phx::philox_soa<Avx512I, kNormalGroups>(c, k, c0, c1, c2, c3);
     for (int g = 0; g < kNormalGroups; g += 2) {  // two groups at once (nrm::Twice)
       const V2::U w0{_mm512_permutex2var_epi32(c0[g], lows, c2[g]),
                      _mm512_permutex2var_epi32(c0[g + 1], lows, c2[g + 1])};
@@ -389,10 +268,10 @@ void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, flo
                      _mm512_permutex2var_epi32(c1[g + 1], lows, c3[g + 1])};
       V2::F z0, z1;
       nrm::bm_f32<V2, kAffine>(w0, w1, mv, sdv, z0, z1);
-      put<M>(out, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st0, z1.a)));
-      put<M>(out + 16, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st1, z1.a)));
-      put<M>(out + 32, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st0, z1.b)));
-      put<M>(out + 48, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st1, z1.b)));
+      Avx512I::store<M>(out, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st0, z1.a)));
+      Avx512I::store<M>(out + 16, _mm512_castps_si512(_mm512_permutex2var_ps(z0.a, st1, z1.a)));
+      Avx512I::store<M>(out + 32, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st0, z1.b)));
+      Avx512I::store<M>(out + 48, _mm512_castps_si512(_mm512_permutex2var_ps(z0.b, st1, z1.b)));
       out += 64;
     }
   }
@@ -401,45 +280,21 @@ void normal_f32_run(float* out, const Keys& k, uint64_t blk, uint64_t steps, flo
 template <bool kAffine>
 void normal_f32_mode(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float mean, float sd,
                      bool aligned, bool nt) {
-  Keys k;
-  make_keys(k, seed);
+  phx::Keys<Avx512I> k;
+  phx::make_keys(k, seed);
   if (nt) {
-    normal_f32_run<kStream, kAffine>(out, k, blk, steps, mean, sd);
+    normal_f32_run<phx::kStream, kAffine>(out, k, blk, steps, mean, sd);
     _mm_sfence();
   } else if (aligned) {
-    normal_f32_run<kStore, kAffine>(out, k, blk, steps, mean, sd);
+    normal_f32_run<phx::kStore, kAffine>(out, k, blk, steps, mean, sd);
   } else {
-    normal_f32_run<kStoreU, kAffine>(out, k, blk, steps, mean, sd);
+    normal_f32_run<phx::kStoreU, kAffine>(out, k, blk, steps, mean, sd);
   }
 }
 
-struct Avx512Gen {
-  static constexpr uint64_t kStepBlocks = kStep;
+struct Avx512Gen : phx::Gen<Avx512I> {
   static constexpr bool kHalfFused = true;
 
-  static void blocks(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t nb) {
-    Keys k;
-    make_keys(k, seed);
-    const uint64_t steps = nb / kStep;
-    run<kGroups, kStoreU>(out, k, blk, steps, IdentityXf{});
-    uint64_t done = steps * kStep;
-    const uint64_t groups = (nb - done) / 8;
-    run<1, kStoreU>(out + 4 * done, k, blk + done, groups, IdentityXf{});
-    done += 8 * groups;
-    if (done < nb) {
-      alignas(64) uint32_t tmp[32];
-      run<1, kStore>(tmp, k, blk + done, 1, IdentityXf{});
-      std::memcpy(out + 4 * done, tmp, 16 * (nb - done));
-    }
-  }
-
-  static float u_f32(uint32_t w) { return static_cast<float>(w >> 8) * 5.9604644775390625e-08f; }
-  static float u_f16(uint32_t w) { return static_cast<float>(w >> 21) * 4.8828125e-04f; }
-  static float u_bf16(uint32_t w) { return static_cast<float>(w >> 24) * 3.90625e-03f; }
-  static double u_f64(uint32_t lo, uint32_t hi) {
-    const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
-    return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
-  }
   // normal_f32 / normal_f64 write whole multiples of these pairs.
   static constexpr uint64_t kNormalLanesF32 = Avx512VF::kLanes;
   static constexpr uint64_t kNormalLanesF64 = Avx512V::kLanes;
@@ -476,42 +331,20 @@ struct Avx512Gen {
     rnd::half_from_f32_scalar(src + i, dst + i, n - i, bf16);
   }
 
-  static void bits(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned,
-                   bool nt) {
-    run_mode(out, seed, blk, steps, aligned, nt, IdentityXf{});
-  }
-  static void uniform_f32(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float lo,
-                          float span, bool aligned, bool nt) {
-    if (lo == 0.0f && span == 1.0f) {
-      run_mode(out, seed, blk, steps, aligned, nt, F32Xf<false>{});
-    } else {
-      run_mode(out, seed, blk, steps, aligned, nt,
-               F32Xf<true>{_mm512_set1_ps(lo), _mm512_set1_ps(span)});
-    }
-  }
-  static void uniform_f64(double* out, uint64_t seed, uint64_t blk, uint64_t steps, double lo,
-                          double span, bool aligned, bool nt) {
-    if (lo == 0.0 && span == 1.0) {
-      run_mode(out, seed, blk, steps, aligned, nt, F64Xf<false>{});
-    } else {
-      run_mode(out, seed, blk, steps, aligned, nt,
-               F64Xf<true>{_mm512_set1_pd(lo), _mm512_set1_pd(span)});
-    }
-  }
   static void uniform_half(uint16_t* out, uint64_t seed, uint64_t blk, uint64_t steps, float lo,
                            float span, bool bf16, bool aligned, bool nt) {
     const bool identity = lo == 0.0f && span == 1.0f;
     const __m512 l = _mm512_set1_ps(lo), s = _mm512_set1_ps(span);
     if (bf16) {
       if (identity) {
-        run_mode(out, seed, blk, steps, aligned, nt, BF16Xf<false>{l, s});
+        phx::run_mode<Avx512I>(out, seed, blk, steps, aligned, nt, BF16Xf<false>{l, s});
       } else {
-        run_mode(out, seed, blk, steps, aligned, nt, BF16Xf<true>{l, s});
+        phx::run_mode<Avx512I>(out, seed, blk, steps, aligned, nt, BF16Xf<true>{l, s});
       }
     } else if (identity) {
-      run_mode(out, seed, blk, steps, aligned, nt, F16Xf<false>{l, s});
+      phx::run_mode<Avx512I>(out, seed, blk, steps, aligned, nt, F16Xf<false>{l, s});
     } else {
-      run_mode(out, seed, blk, steps, aligned, nt, F16Xf<true>{l, s});
+      phx::run_mode<Avx512I>(out, seed, blk, steps, aligned, nt, F16Xf<true>{l, s});
     }
   }
 };

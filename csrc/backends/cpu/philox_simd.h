@@ -1,0 +1,240 @@
+// Philox4x32-10 on SIMD registers, written once over a small integer layer S and instantiated
+// by the AVX2 and AVX-512 tables (each translation unit with its own -m flags; everything here
+// has internal linkage, so the instances never meet). Each 64-bit lane holds one block's 32-bit
+// word in its low half, so one unsigned 32x32 -> 64-bit multiply gives both halves of a
+// product, and the lane's full 64-bit counter (offset + block) carries into the second counter
+// word. Bit-identical to the scalar table (random_scalar.cpp, mpsrt/philox.h).
+//
+// S provides (I: S::kBlocks 64-bit lanes; F: 2 S::kBlocks floats; D: S::kBlocks doubles):
+//   kBlocks                         blocks per register (lanes of I)
+//   set1_64(uint64_t), iota64()     broadcast; lanes 0, 1, ..., kBlocks - 1
+//   add64, mul32 (low 32 x low 32 -> 64 per lane), xor2, xor3, and_, or_(I)
+//   srl64<N>, srl32<N>(I)           logical shifts of the 64- / 32-bit lanes
+//   words(c0, c1, c2, c3, I out[2]) the low halves of the four state registers (word j of
+//                                   block i in lane i of cj) as 2 kBlocks words in memory order
+//   store<M>(void*, I)              unaligned, aligned or streaming store of one register
+//   F: set1_f, cvt_f (signed 32 -> float), add_f, mul_f, as_f(I), as_i(F)
+//   D: set1_d, add_d, sub_d, mul_d, as_d(I), as_i(D)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "mpsrt/philox.h"  // constants only: no inline function of it is called here
+
+namespace mpsrt::cpu {
+namespace {
+namespace phx {
+
+enum Mode { kStoreU, kStore, kStream };
+
+/// Independent groups of S::kBlocks blocks per step of the loops below (latency hiding).
+constexpr int kGroups = 6;
+
+template <class S>
+struct Keys {
+  typename S::I k0[philox::kRounds];
+  typename S::I k1[philox::kRounds];
+};
+
+template <class S>
+inline void make_keys(Keys<S>& k, uint64_t seed) {
+  uint32_t a = static_cast<uint32_t>(seed), b = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < philox::kRounds; ++r) {
+    k.k0[r] = S::set1_64(a);
+    k.k1[r] = S::set1_64(b);
+    a += philox::kW0;
+    b += philox::kW1;
+  }
+}
+
+/// Philox of G groups of S::kBlocks blocks with 64-bit counters cnt[g]: word j of block i of
+/// group g in the low half of 64-bit lane i of cj[g] (the high halves are left-overs).
+template <class S, int G>
+inline void philox_soa(const typename S::I* cnt, const Keys<S>& k, typename S::I* c0,
+                       typename S::I* c1, typename S::I* c2, typename S::I* c3) {
+  using I = typename S::I;
+  const I m0 = S::set1_64(philox::kM0);
+  const I m1 = S::set1_64(philox::kM1);
+  // Round 0: the counter's words 2 and 3 are zero.
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+    const I p0 = S::mul32(cnt[g], m0);
+    c0[g] = S::xor2(S::template srl64<32>(cnt[g]), k.k0[0]);
+    c2[g] = S::xor2(S::template srl64<32>(p0), k.k1[0]);
+    c3[g] = p0;
+  }
+  // Round 1: word 1 is zero.
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+    const I p0 = S::mul32(c0[g], m0);
+    const I p1 = S::mul32(c2[g], m1);
+    c0[g] = S::xor2(S::template srl64<32>(p1), k.k0[1]);
+    c2[g] = S::xor3(S::template srl64<32>(p0), c3[g], k.k1[1]);
+    c1[g] = p1;
+    c3[g] = p0;
+  }
+#pragma GCC unroll 8
+  for (int r = 2; r < philox::kRounds; ++r) {
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      const I p0 = S::mul32(c0[g], m0);
+      const I p1 = S::mul32(c2[g], m1);
+      c0[g] = S::xor3(S::template srl64<32>(p1), c1[g], k.k0[r]);
+      c2[g] = S::xor3(S::template srl64<32>(p0), c3[g], k.k1[r]);
+      c1[g] = p1;
+      c3[g] = p0;
+    }
+  }
+}
+
+/// Writes steps * G S::kBlocks blocks starting at block blk: register i of the words (in memory
+/// order), transformed by xf, goes to out + sizeof(I) i; a narrowing xf (kNarrow) turns two
+/// registers of words into one.
+template <class S, int G, int M, class Xf>
+inline void run(void* out, const Keys<S>& k, uint64_t blk, uint64_t steps, Xf xf) {
+  using I = typename S::I;
+  constexpr size_t kReg = sizeof(I);
+  auto* d = static_cast<char*>(out);
+  I cnt = S::add64(S::set1_64(blk), S::iota64());
+  const I step = S::set1_64(S::kBlocks);
+  for (uint64_t s = 0; s < steps; ++s) {
+    I c[G], c0[G], c1[G], c2[G], c3[G];
+    I w[G][2];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      c[g] = cnt;
+      cnt = S::add64(cnt, step);
+    }
+    philox_soa<S, G>(c, k, c0, c1, c2, c3);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) S::words(c0[g], c1[g], c2[g], c3[g], w[g]);
+    if constexpr (Xf::kNarrow) {
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) S::template store<M>(d + kReg * g, xf(w[g][0], w[g][1]));
+      d += kReg * G;
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        S::template store<M>(d + 2 * kReg * g, xf(w[g][0]));
+        S::template store<M>(d + 2 * kReg * g + kReg, xf(w[g][1]));
+      }
+      d += 2 * kReg * G;
+    }
+  }
+}
+
+/// run over kGroups groups per step, in the store mode that `aligned` and `nt` pick.
+template <class S, class Xf>
+inline void run_mode(void* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned, bool nt,
+                     Xf xf) {
+  Keys<S> k;
+  make_keys(k, seed);
+  if (nt) {
+    run<S, kGroups, kStream>(out, k, blk, steps, xf);
+    S::sfence();
+  } else if (aligned) {
+    run<S, kGroups, kStore>(out, k, blk, steps, xf);
+  } else {
+    run<S, kGroups, kStoreU>(out, k, blk, steps, xf);
+  }
+}
+
+template <class S>
+struct IdentityXf {
+  static constexpr bool kNarrow = false;
+  typename S::I operator()(typename S::I w) const { return w; }
+};
+
+/// float32: (w >> 8) 2^-24 (as philox::uniform_f32), then low + span u.
+template <class S, bool Affine>
+struct F32Xf {
+  static constexpr bool kNarrow = false;
+  typename S::F lo, span;
+  typename S::I operator()(typename S::I w) const {
+    auto u = S::mul_f(S::cvt_f(S::template srl32<8>(w)), S::set1_f(5.9604644775390625e-08f));
+    if constexpr (Affine) u = S::add_f(lo, S::mul_f(span, u));
+    return S::as_i(u);
+  }
+};
+
+/// float64: (((hi << 32) | lo) >> 11) 2^-53 exactly, the 53-bit integer as 2^32 a + b through
+/// the exponent bias trick (no unsigned 64-bit conversion needed), then low + span u.
+template <class S, bool Affine>
+struct F64Xf {
+  static constexpr bool kNarrow = false;
+  typename S::D lo, span;
+  typename S::I operator()(typename S::I w) const {
+    const auto v = S::template srl64<11>(w);
+    const auto a = S::template srl64<32>(v);
+    const auto b = S::and_(v, S::set1_64(0xffffffffULL));
+    const auto da = S::sub_d(S::as_d(S::or_(a, S::set1_64(0x4530000000000000ULL))),
+                             S::set1_d(19342813113834066795298816.0));  // 2^84
+    const auto db = S::sub_d(S::as_d(S::or_(b, S::set1_64(0x4330000000000000ULL))),
+                             S::set1_d(4503599627370496.0));  // 2^52
+    auto u = S::mul_d(S::add_d(da, db), S::set1_d(1.1102230246251565e-16));
+    if constexpr (Affine) u = S::add_d(lo, S::mul_d(span, u));
+    return S::as_i(u);
+  }
+};
+
+/// The parts of a SIMD kernel table (random_impl.h's G) that only need Philox: raw blocks,
+/// bits, uniform float32 / float64, and the scalar conversions of the generic loops. A table
+/// derives from it and adds its normal and half-precision members.
+template <class S>
+struct Gen {
+  static constexpr uint64_t kStepBlocks = S::kBlocks * kGroups;
+
+  static void blocks(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t nb) {
+    Keys<S> k;
+    make_keys(k, seed);
+    const uint64_t steps = nb / kStepBlocks;
+    run<S, kGroups, kStoreU>(out, k, blk, steps, IdentityXf<S>{});
+    uint64_t done = steps * kStepBlocks;
+    const uint64_t groups = (nb - done) / S::kBlocks;
+    run<S, 1, kStoreU>(out + 4 * done, k, blk + done, groups, IdentityXf<S>{});
+    done += S::kBlocks * groups;
+    if (done < nb) {
+      alignas(64) uint32_t tmp[4 * S::kBlocks];
+      run<S, 1, kStore>(tmp, k, blk + done, 1, IdentityXf<S>{});
+      std::memcpy(out + 4 * done, tmp, 16 * (nb - done));
+    }
+  }
+
+  // philox.h's conversions, written here: its inline functions have external linkage, and an
+  // instance compiled with this table's -m flags could be the one the linker keeps.
+  static float u_f32(uint32_t w) { return static_cast<float>(w >> 8) * 5.9604644775390625e-08f; }
+  static float u_f16(uint32_t w) { return static_cast<float>(w >> 21) * 4.8828125e-04f; }
+  static float u_bf16(uint32_t w) { return static_cast<float>(w >> 24) * 3.90625e-03f; }
+  static double u_f64(uint32_t lo, uint32_t hi) {
+    const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
+    return static_cast<double>(u >> 11) * 1.1102230246251565e-16;
+  }
+
+  static void bits(uint32_t* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned,
+                   bool nt) {
+    run_mode<S>(out, seed, blk, steps, aligned, nt, IdentityXf<S>{});
+  }
+  static void uniform_f32(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float lo,
+                          float span, bool aligned, bool nt) {
+    if (lo == 0.0f && span == 1.0f) {
+      run_mode<S>(out, seed, blk, steps, aligned, nt, F32Xf<S, false>{});
+    } else {
+      run_mode<S>(out, seed, blk, steps, aligned, nt,
+                  F32Xf<S, true>{S::set1_f(lo), S::set1_f(span)});
+    }
+  }
+  static void uniform_f64(double* out, uint64_t seed, uint64_t blk, uint64_t steps, double lo,
+                          double span, bool aligned, bool nt) {
+    if (lo == 0.0 && span == 1.0) {
+      run_mode<S>(out, seed, blk, steps, aligned, nt, F64Xf<S, false>{});
+    } else {
+      run_mode<S>(out, seed, blk, steps, aligned, nt,
+                  F64Xf<S, true>{S::set1_d(lo), S::set1_d(span)});
+    }
+  }
+};
+
+}  // namespace phx
+}  // namespace
+}  // namespace mpsrt::cpu
