@@ -315,9 +315,8 @@ class CpuQueue final : public backend::Queue {
  public:
   CpuQueue(ExecContext ctx, int64_t spin_ns, std::string thread_name)
       : ctx_(ctx), spin_ns_(spin_ns), thread_name_(std::move(thread_name)) {
-    stub_ = new CpuCommandBuffer();
-    head_ = stub_;
-    tail_.store(stub_, std::memory_order_relaxed);
+    head_ = new CpuCommandBuffer();  // the list's first stub
+    tail_.store(head_, std::memory_order_relaxed);
     thread_ = std::thread([this] { run(); });
   }
   ~CpuQueue() override {
@@ -384,7 +383,6 @@ class CpuQueue final : public backend::Queue {
   ExecContext ctx_;
   int64_t spin_ns_;
   std::string thread_name_;
-  CpuCommandBuffer* stub_;
   CpuCommandBuffer* head_;  // consumer side; worker only
   alignas(64) std::atomic<CpuCommandBuffer*> tail_{nullptr};
   std::atomic<bool> stop_{false};

@@ -617,11 +617,6 @@ void CachingAllocator::add_observer(AllocatorObserver* o) {
   observers_.push_back(o);
 }
 
-void CachingAllocator::remove_observer(AllocatorObserver* o) {
-  std::lock_guard<SpinLock> lock(mu_);
-  observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
-}
-
 void CachingAllocator::set_context_fn(ContextFn fn, HistoryContext level) {
   ContextFn old;  // destroyed outside the lock
   std::lock_guard<SpinLock> lock(mu_);

@@ -135,7 +135,6 @@ class CachingAllocator {
 
   /// Observers see every allocator event (stats, history, profiler counters).
   void add_observer(AllocatorObserver* o);
-  void remove_observer(AllocatorObserver* o);
 
   /// Runs fn(heaps) under the allocator's lock, with every bin merged, to read observers and
   /// heaps consistently. fn must not call the allocator.
