@@ -1,7 +1,8 @@
 // Queues of the metal backend.
 //
 // A command buffer is a recording of commands (as on cpu and vulkan); the queue turns it into
-// MTLCommandBuffers ("segments") when it is committed. Each queue has two threads:
+// MTLCommandBuffers ("segments") when it is committed, on the two threads of gpu_queue.h's
+// skeleton:
 //
 //  - the submit thread takes committed command buffers in order and walks their commands.
 //    Fills, copies and random fills are encoded into the open segment; an event wait is
@@ -19,39 +20,22 @@
 // order the commands that touch the same buffer.
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
-#include <pthread.h>
-
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
-#include <functional>
-#include <thread>
+#include <mutex>
 #include <utility>
 #include <vector>
 
+#include "backends/gpu_queue.h"
 #include "backends/metal/metal_common.h"
-#include "backends/recording.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::metal {
 namespace {
 
-using backend::BufferRef;
-using backend::Completion;
-using backend::CompletionFn;
+using backend::GpuJob;
 
 constexpr uint64_t kScratchBytes = uint64_t(8) << 20;
-
-void name_thread(const char* name) {
-#if defined(__APPLE__)
-  pthread_setname_np(name);
-#else
-  pthread_setname_np(pthread_self(), name);  // the Linux compile check of this file
-#endif
-}
-
-using Cmd = backend::RecordedCmd<MetalHeap>;
-using CommandBuffer = backend::RecordingCommandBuffer<MetalHeap>;
 
 // One MTLCommandBuffer. Its completed handler records the device times and the status, and
 // wakes the completion thread.
@@ -67,32 +51,10 @@ struct Segment {
   std::string error;
 };
 
-// What the completion thread reports for one committed command buffer.
-struct Job {
-  CompletionFn on_complete;
-  std::string error;
-  bool failed = false;
-  bool have_times = false;
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint64_t host_start_ns = 0;
-};
-
-struct Item {
-  enum Kind : uint8_t { kSegment, kSignal, kCallback, kTimestamp, kComplete, kStop };
-  Kind kind = kStop;
-  std::shared_ptr<Segment> seg;
-  backend::TimelineEvent* event = nullptr;
-  uint64_t event_value = 0;
-  uint64_t* out = nullptr;
-  std::function<void()> fn;
-  std::shared_ptr<Job> job;
-  std::string error;  // kComplete: a failure of the submit thread
-};
-
-class Queue final : public backend::Queue {
+class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<Segment>> {
  public:
-  Queue(std::shared_ptr<DeviceShared> d, int priority) : d_(std::move(d)) {
+  Queue(std::shared_ptr<DeviceShared> d, int priority)
+      : GpuQueue("mpsrt-mtl-submit", "mpsrt-mtl-done"), d_(std::move(d)) {
     (void)priority;  // Metal command queues have no priority
     id<MTLCommandQueue> q = [d_->device newCommandQueue];
     if (q == nil) {
@@ -103,64 +65,26 @@ class Queue final : public backend::Queue {
     queue_ = q;
   }
 
-  ~Queue() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (submitter_.joinable()) submitter_.join();  // drains, then stops the completer
-    if (completer_.joinable()) completer_.join();
-  }
-
-  std::unique_ptr<backend::CommandBuffer> create_command_buffer() override {
-    return std::make_unique<CommandBuffer>();
-  }
-
-  // Cost: a lock, a deque push and a condition-variable notify.
-  void commit(std::unique_ptr<backend::CommandBuffer> cb, CompletionFn on_complete) override {
-    std::unique_ptr<CommandBuffer> c(static_cast<CommandBuffer*>(cb.release()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!submitter_.joinable()) {
-        submitter_ = std::thread([this] { submit_loop(); });
-        completer_ = std::thread([this] { complete_loop(); });
-      }
-      pending_.emplace_back(std::move(c), std::move(on_complete));
-    }
-    cv_.notify_all();
-  }
+  ~Queue() override { stop(); }
 
  private:
+  friend GpuQueue;
+
   // ---------------------------------------------------------------- submit thread
 
-  void submit_loop() {
-    name_thread("mpsrt-mtl-submit");
-    for (;;) {
-      std::pair<std::unique_ptr<CommandBuffer>, CompletionFn> next;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (pending_.empty()) break;  // stop_ and drained
-        next = std::move(pending_.front());
-        pending_.pop_front();
-      }
-      @autoreleasepool {
-        process(*next.first, std::move(next.second));
-      }
+  template <class F>
+  void scope(F&& f) {
+    @autoreleasepool {
+      f();
     }
-    Item stop;
-    stop.kind = Item::kStop;
-    push(std::move(stop));
   }
+  uint64_t now_ns() const { return device_now_ns(); }
+  uint64_t order() const { return 0; }  // segments complete in commit order
 
-  void process(CommandBuffer& cb, CompletionFn on_complete) {
-    auto job = std::make_shared<Job>();
-    job->on_complete = std::move(on_complete);
-    job->host_start_ns = device_now_ns();
+  void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job) {
     std::shared_ptr<Segment> seg;
     std::vector<uint64_t*> unbound;  // timestamps waiting for the next segment's start
-    std::vector<std::pair<backend::TimelineEvent*, uint64_t>> signals;  // at the segment's end
+    Signals signals;                 // at the segment's end
     bool failed = false;
     std::string submit_error;
     auto open = [&] {
@@ -174,8 +98,7 @@ class Queue final : public backend::Queue {
         end_segment(seg, job);
         seg = nullptr;
       }
-      for (auto& s : signals) push_signal(s.first, s.second);
-      signals.clear();
+      push_signals(signals);
     };
     // Timestamps with no segment after them take the time the completion thread reaches them.
     auto flush_unbound = [&] {
@@ -189,7 +112,7 @@ class Queue final : public backend::Queue {
     };
     // The signals that end the command buffer are set after its completion is reported.
     const size_t trailing = backend::trailing_signals(cb.cmds);
-    std::vector<std::pair<backend::TimelineEvent*, uint64_t>> after_completion;
+    Signals after_completion;
     try {
       for (size_t i = 0; i < cb.cmds.size(); ++i) {
         Cmd& c = cb.cmds[i];
@@ -221,21 +144,12 @@ class Queue final : public backend::Queue {
             open();
             [seg->cb encodeWaitForEvent:static_cast<MetalEvent*>(c.event)->event() value:c.value];
             break;
-          case Cmd::kCallback: {
+          case Cmd::kCallback:
             if (failed) break;
             close();
             flush_unbound();
-            Item it;
-            it.kind = Item::kCallback;
-            it.fn = std::move(c.fn);
-            it.job = job;
-            const uint64_t ticket = ++callbacks_sent_;
-            push(std::move(it));
-            std::unique_lock<std::mutex> lock(cb_mu_);
-            cb_cv_.wait(lock, [&] { return callbacks_done_ >= ticket; });
-            failed = job->failed;
+            failed = call_back(c.fn, job);
             break;
-          }
         }
       }
       close();
@@ -251,22 +165,7 @@ class Queue final : public backend::Queue {
       close();
       flush_unbound();
     }
-    cb.cmds.clear();  // drops what the commands hold before completion is reported
-    Item done;
-    done.kind = Item::kComplete;
-    done.error = std::move(submit_error);
-    done.job = std::move(job);
-    push(std::move(done));
-    for (auto& s : after_completion) push_signal(s.first, s.second);
-  }
-
-  // The completion thread sets the event once the work pushed before it is done.
-  void push_signal(backend::TimelineEvent* event, uint64_t value) {
-    Item it;
-    it.kind = Item::kSignal;
-    it.event = event;
-    it.event_value = value;
-    push(std::move(it));
+    end_command_buffer(cb, job, std::move(submit_error), after_completion);
   }
 
   std::shared_ptr<Segment> begin_segment() {
@@ -297,7 +196,7 @@ class Queue final : public backend::Queue {
     return seg;
   }
 
-  void end_segment(const std::shared_ptr<Segment>& seg, const std::shared_ptr<Job>& job) {
+  void end_segment(const std::shared_ptr<Segment>& seg, const std::shared_ptr<GpuJob>& job) {
     [seg->cb commit];
     Item it;
     it.kind = Item::kSegment;
@@ -336,54 +235,15 @@ class Queue final : public backend::Queue {
     }
   }
 
-  void push(Item it) {
-    {
-      std::lock_guard<std::mutex> lock(items_mu_);
-      items_.push_back(std::move(it));
-    }
-    items_cv_.notify_one();
-  }
-
   // ---------------------------------------------------------------- completion thread
 
-  void complete_loop() {
-    name_thread("mpsrt-mtl-done");
-    for (;;) {
-      Item it;
-      {
-        std::unique_lock<std::mutex> lock(items_mu_);
-        items_cv_.wait(lock, [&] { return !items_.empty(); });
-        it = std::move(items_.front());
-        items_.pop_front();
-      }
-      @autoreleasepool {
-        switch (it.kind) {
-          case Item::kStop:
-            return;
-          case Item::kSegment:
-            finish_segment(*it.seg, *it.job);
-            break;
-          case Item::kSignal:
-            it.event->signal(it.event_value);
-            break;
-          case Item::kCallback:
-            run_callback(it.fn, *it.job);
-            break;
-          case Item::kTimestamp:
-            *it.out = device_now_ns();
-            break;
-          case Item::kComplete:
-            if (!it.error.empty() && it.job->error.empty()) it.job->error = it.error;
-            report(*it.job);
-            break;
-        }
-      }
-    }
-  }
+  void before(const Item&) {}  // segments complete in order: finish_segment waits for each
+  void before_stop(const Item&) {}
 
   // Waits for the segment's completed handler; an empty or unscheduled command buffer may
   // report no device times, then the host clock stands in.
-  void finish_segment(Segment& s, Job& job) {
+  void finish_segment(const std::shared_ptr<Segment>& seg, GpuJob& job) {
+    Segment& s = *seg;
     {
       std::unique_lock<std::mutex> lock(s.mu);
       s.cv.wait(lock, [&] { return s.done; });
@@ -400,62 +260,10 @@ class Queue final : public backend::Queue {
     s.cb = nil;
   }
 
-  void run_callback(std::function<void()>& fn, Job& job) {
-    if (!job.failed) {
-      try {
-        fn();
-      } catch (const std::exception& e) {
-        job.error = std::string("host callback raised: ") + e.what();
-        job.failed = true;
-      } catch (...) {
-        job.error = "host callback raised an unknown exception";
-        job.failed = true;
-      }
-    }
-    fn = nullptr;  // drops what it holds before the submit thread goes on
-    {
-      std::lock_guard<std::mutex> lock(cb_mu_);
-      ++callbacks_done_;
-    }
-    cb_cv_.notify_all();
-  }
-
-  void report(Job& job) {
-    Completion c;
-    c.error = job.error;
-    if (job.have_times) {
-      c.device_start_ns = job.start_ns;
-      c.device_end_ns = std::max(job.end_ns, job.start_ns);
-    } else {
-      c.device_start_ns = job.host_start_ns;
-      c.device_end_ns = std::max(device_now_ns(), job.host_start_ns);
-    }
-    CompletionFn fn = std::move(job.on_complete);
-    if (fn) fn(c);
-  }
-
   std::shared_ptr<DeviceShared> d_;
   id<MTLCommandQueue> queue_ = nil;
 
-  // Submit thread only.
-  id<MTLBuffer> scratch_ = nil;
-  uint64_t callbacks_sent_ = 0;
-
-  std::mutex mu_;  // pending_, stop_, thread start
-  std::condition_variable cv_;
-  std::deque<std::pair<std::unique_ptr<CommandBuffer>, CompletionFn>> pending_;
-  bool stop_ = false;
-
-  std::mutex items_mu_;
-  std::condition_variable items_cv_;
-  std::deque<Item> items_;
-
-  std::mutex cb_mu_;
-  std::condition_variable cb_cv_;
-  uint64_t callbacks_done_ = 0;
-
-  std::thread submitter_;
-  std::thread completer_;
+  id<MTLBuffer> scratch_ = nil;  // submit thread only
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Queues of the vulkan backend.
 //
 // A command buffer is a recording of commands (as on cpu); the queue turns it into work when
-// it is committed. Each queue has two threads:
+// it is committed, on the two threads of gpu_queue.h's skeleton:
 //
 //  - the submit thread takes committed command buffers in order and walks their commands.
 //    Fills, copies, random fills and timestamps are recorded into a VkCommandBuffer (a
@@ -23,30 +23,21 @@
 // A host callback that throws fails its command buffer as on cpu: the later fills, copies and
 // random fills of that command buffer are skipped, but signals, waits and timestamps still
 // happen, so nobody waiting on them hangs.
-#include <pthread.h>
-
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <thread>
 #include <utility>
 
-#include "backends/recording.h"
+#include "backends/gpu_queue.h"
 #include "backends/vulkan/vk_common.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::vk {
 namespace {
 
-using backend::BufferRef;
-using backend::Completion;
 using backend::CompletionFn;
+using backend::GpuJob;
 
 constexpr VkDeviceSize kScratchBytes = VkDeviceSize(8) << 20;
-
-using Cmd = backend::RecordedCmd<VkHeap>;
-using CommandBuffer = backend::RecordingCommandBuffer<VkHeap>;
 
 // One VkCommandBuffer with its timestamp queries: query 0 is the segment's start, the last
 // one its end, those between are timestamp() commands (outs).
@@ -59,32 +50,10 @@ struct Segment {
   bool pending_barrier = false;  // a data command was recorded since the last barrier
 };
 
-// What the completion thread reports for one committed command buffer.
-struct Job {
-  CompletionFn on_complete;
-  std::string error;  // set by a failing callback (completion thread)
-  bool failed = false;
-  bool have_times = false;
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint64_t host_start_ns = 0;
-};
-
-struct Item {
-  enum Kind : uint8_t { kSegment, kSignal, kCallback, kComplete, kStop };
-  Kind kind = kStop;
-  uint64_t value = 0;  // the queue semaphore's value to reach first
-  Segment* seg = nullptr;
-  backend::TimelineEvent* event = nullptr;
-  uint64_t event_value = 0;
-  std::function<void()> fn;
-  std::shared_ptr<Job> job;
-  std::string error;  // kComplete: a failure of the submit thread
-};
-
-class Queue final : public backend::Queue {
+class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
  public:
-  explicit Queue(std::shared_ptr<DeviceShared> d) : d_(std::move(d)) {
+  explicit Queue(std::shared_ptr<DeviceShared> d)
+      : GpuQueue("mpsrt-vk-submit", "mpsrt-vk-done"), d_(std::move(d)) {
     DeviceShared& d0 = *d_;
     const uint32_t qi = d0.next_queue.fetch_add(1) % static_cast<uint32_t>(d0.queues.size());
     vk_queue_ = d0.queues[qi];
@@ -105,13 +74,7 @@ class Queue final : public backend::Queue {
   }
 
   ~Queue() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (submitter_.joinable()) submitter_.join();  // drains, then stops the completer
-    if (completer_.joinable()) completer_.join();
+    stop();
     DeviceShared& d = *d_;
     for (auto& s : segments_) {
       if (s->pool) d.fn.vkDestroyQueryPool(d.device, s->pool, nullptr);
@@ -121,54 +84,23 @@ class Queue final : public backend::Queue {
     release(d, scratch_);
   }
 
-  std::unique_ptr<backend::CommandBuffer> create_command_buffer() override {
-    return std::make_unique<CommandBuffer>();
-  }
-
-  // Cost: a lock, a deque push and a condition-variable notify.
-  void commit(std::unique_ptr<backend::CommandBuffer> cb, CompletionFn on_complete) override {
-    std::unique_ptr<CommandBuffer> c(static_cast<CommandBuffer*>(cb.release()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!submitter_.joinable()) {
-        submitter_ = std::thread([this] { submit_loop(); });
-        completer_ = std::thread([this] { complete_loop(); });
-      }
-      pending_.emplace_back(std::move(c), std::move(on_complete));
-    }
-    cv_.notify_all();
-  }
-
  private:
+  friend GpuQueue;
+
   // ---------------------------------------------------------------- submit thread
 
-  void submit_loop() {
-    pthread_setname_np(pthread_self(), "mpsrt-vk-submit");
-    for (;;) {
-      std::pair<std::unique_ptr<CommandBuffer>, CompletionFn> next;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (pending_.empty()) break;  // stop_ and drained
-        next = std::move(pending_.front());
-        pending_.pop_front();
-      }
-      process(*next.first, std::move(next.second));
-    }
-    Item stop;
-    stop.kind = Item::kStop;
-    stop.value = submitted_;
-    push(std::move(stop));
+  template <class F>
+  void scope(F&& f) {
+    f();
   }
+  uint64_t now_ns() const { return d_->device_now_ns(); }
+  uint64_t order() const { return submitted_; }
 
-  void process(CommandBuffer& cb, CompletionFn on_complete) {
-    auto job = std::make_shared<Job>();
-    job->on_complete = std::move(on_complete);
-    job->host_start_ns = d_->device_now_ns();
+  void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job) {
     uint32_t timestamps = 0;
     for (const Cmd& c : cb.cmds) timestamps += c.kind == Cmd::kTimestamp ? 1 : 0;
     Segment* seg = nullptr;
-    std::vector<std::pair<backend::TimelineEvent*, uint64_t>> signals;  // at the segment's end
+    Signals signals;  // at the segment's end
     bool failed = false;
     std::string submit_error;  // a driver failure while recording or submitting
     auto open = [&] {
@@ -179,12 +111,11 @@ class Queue final : public backend::Queue {
         end_segment(seg, job);
         seg = nullptr;
       }
-      for (auto& s : signals) push_signal(s.first, s.second);
-      signals.clear();
+      push_signals(signals);
     };
     // The signals that end the command buffer are set after its completion is reported.
     const size_t trailing = backend::trailing_signals(cb.cmds);
-    std::vector<std::pair<backend::TimelineEvent*, uint64_t>> after_completion;
+    Signals after_completion;
     try {
       for (size_t i = 0; i < cb.cmds.size(); ++i) {
         Cmd& c = cb.cmds[i];
@@ -214,21 +145,11 @@ class Queue final : public backend::Queue {
             close();
             c.event->wait(c.value, -1);
             break;
-          case Cmd::kCallback: {
+          case Cmd::kCallback:
             if (failed) break;
             close();
-            Item it;
-            it.kind = Item::kCallback;
-            it.value = submitted_;
-            it.fn = std::move(c.fn);
-            it.job = job;
-            const uint64_t ticket = ++callbacks_sent_;
-            push(std::move(it));
-            std::unique_lock<std::mutex> lock(cb_mu_);
-            cb_cv_.wait(lock, [&] { return callbacks_done_ >= ticket; });
-            failed = job->failed;
+            failed = call_back(c.fn, job);
             break;
-          }
         }
       }
       close();
@@ -243,24 +164,7 @@ class Queue final : public backend::Queue {
       submit_error = e.what();
       close();
     }
-    cb.cmds.clear();  // drops what the commands hold before completion is reported
-    Item done;
-    done.kind = Item::kComplete;
-    done.value = submitted_;
-    done.error = std::move(submit_error);
-    done.job = std::move(job);
-    push(std::move(done));
-    for (auto& s : after_completion) push_signal(s.first, s.second);
-  }
-
-  // The completion thread sets the event once the work pushed before it is done.
-  void push_signal(backend::TimelineEvent* event, uint64_t value) {
-    Item it;
-    it.kind = Item::kSignal;
-    it.value = submitted_;
-    it.event = event;
-    it.event_value = value;
-    push(std::move(it));
+    end_command_buffer(cb, job, std::move(submit_error), after_completion);
   }
 
   Segment* begin_segment(uint32_t queries) {
@@ -310,7 +214,7 @@ class Queue final : public backend::Queue {
     return s;
   }
 
-  void end_segment(Segment* s, const std::shared_ptr<Job>& job) {
+  void end_segment(Segment* s, const std::shared_ptr<GpuJob>& job) {
     DeviceShared& d = *d_;
     // Makes the device's writes visible to the host once the semaphore is reached.
     auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
@@ -342,8 +246,7 @@ class Queue final : public backend::Queue {
     }
     submitted_ = value;
     Item it;
-    it.kind = Item::kSegment;
-    it.value = value;
+    it.kind = Item::kSegment;  // value: submitted_
     it.seg = s;
     it.job = job;
     push(std::move(it));
@@ -385,14 +288,6 @@ class Queue final : public backend::Queue {
     free_.push_back(s);
   }
 
-  void push(Item it) {
-    {
-      std::lock_guard<std::mutex> lock(items_mu_);
-      items_.push_back(std::move(it));
-    }
-    items_cv_.notify_one();
-  }
-
   // ---------------------------------------------------------------- completion thread
 
   // Waits until the queue's semaphore reaches v: polls for a short while (a blocking wait
@@ -419,46 +314,10 @@ class Queue final : public backend::Queue {
     reached_ = v;
   }
 
-  void complete_loop() {
-    pthread_setname_np(pthread_self(), "mpsrt-vk-done");
-    for (;;) {
-      Item it;
-      {
-        std::unique_lock<std::mutex> lock(items_mu_);
-        items_cv_.wait(lock, [&] { return !items_.empty(); });
-        it = std::move(items_.front());
-        items_.pop_front();
-      }
-      if (it.kind == Item::kStop) {
-        reach(it.value);
-        return;
-      }
-      try {
-        reach(it.value);
-      } catch (const std::exception& e) {
-        if (it.job && it.job->error.empty()) it.job->error = e.what();
-      }
-      switch (it.kind) {
-        case Item::kSegment:
-          finish_segment(it.seg, *it.job);
-          break;
-        case Item::kSignal:
-          it.event->signal(it.event_value);
-          break;
-        case Item::kCallback:
-          run_callback(it.fn, *it.job);
-          break;
-        case Item::kComplete:
-          if (!it.error.empty() && it.job->error.empty()) it.job->error = it.error;
-          report(*it.job);
-          break;
-        case Item::kStop:
-          break;
-      }
-    }
-  }
+  void before(const Item& it) { reach(it.value); }
+  void before_stop(const Item& it) { reach(it.value); }
 
-  void finish_segment(Segment* s, Job& job) {
+  void finish_segment(Segment* s, GpuJob& job) {
     DeviceShared& d = *d_;
     uint64_t ticks[64];
     std::vector<uint64_t> many;
@@ -485,40 +344,6 @@ class Queue final : public backend::Queue {
     recycle(s);
   }
 
-  void run_callback(std::function<void()>& fn, Job& job) {
-    if (!job.failed) {
-      try {
-        fn();
-      } catch (const std::exception& e) {
-        job.error = std::string("host callback raised: ") + e.what();
-        job.failed = true;
-      } catch (...) {
-        job.error = "host callback raised an unknown exception";
-        job.failed = true;
-      }
-    }
-    fn = nullptr;  // drops what it holds before the submit thread goes on
-    {
-      std::lock_guard<std::mutex> lock(cb_mu_);
-      ++callbacks_done_;
-    }
-    cb_cv_.notify_all();
-  }
-
-  void report(Job& job) {
-    Completion c;
-    c.error = job.error;
-    if (job.have_times) {
-      c.device_start_ns = job.start_ns;
-      c.device_end_ns = std::max(job.end_ns, job.start_ns);
-    } else {
-      c.device_start_ns = job.host_start_ns;
-      c.device_end_ns = std::max(d_->device_now_ns(), job.host_start_ns);
-    }
-    CompletionFn fn = std::move(job.on_complete);
-    if (fn) fn(c);
-  }
-
   std::shared_ptr<DeviceShared> d_;
   VkQueue vk_queue_ = VK_NULL_HANDLE;
   std::mutex* queue_mu_ = nullptr;
@@ -529,29 +354,12 @@ class Queue final : public backend::Queue {
   std::vector<std::unique_ptr<Segment>> segments_;
   Allocation scratch_;
   uint64_t submitted_ = 0;
-  uint64_t callbacks_sent_ = 0;
 
   // Completion thread only.
   uint64_t reached_ = 0;
 
-  std::mutex mu_;  // pending_, stop_, thread start
-  std::condition_variable cv_;
-  std::deque<std::pair<std::unique_ptr<CommandBuffer>, CompletionFn>> pending_;
-  bool stop_ = false;
-
-  std::mutex items_mu_;
-  std::condition_variable items_cv_;
-  std::deque<Item> items_;
-
   std::mutex free_mu_;
   std::vector<Segment*> free_;
-
-  std::mutex cb_mu_;
-  std::condition_variable cb_cv_;
-  uint64_t callbacks_done_ = 0;
-
-  std::thread submitter_;
-  std::thread completer_;
 };
 
 }  // namespace

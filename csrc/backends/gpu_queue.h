@@ -1,0 +1,305 @@
+// The queue skeleton the GPU backends (vulkan, metal) share: command buffers are recordings
+// (recording.h) that the queue turns into device work when they are committed, on two threads
+// per queue:
+//
+//  - the submit thread takes committed command buffers in commit order and hands each to the
+//    backend's process(), which walks its commands and encodes them into device command buffers
+//    ("segments"). A host callback is handed to the completion thread, and the submit thread
+//    waits until it has run (later commands must not start before it, and they are skipped if
+//    it throws).
+//  - the completion thread takes, in order, what must happen once the device has done the work
+//    pushed before it: finish a segment (read its times, recycle it), signal an event from the
+//    host (so an event's value never decreases), run a host callback, stamp a timestamp with
+//    the device clock, report a command buffer's completion.
+//
+// The backend Q derives from GpuQueue<Q, HeapT, Seg> (Seg: its handle of a segment, carried by
+// the completion items) and provides, as members GpuQueue may call (a friend):
+//   void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job)
+//       submit thread: the commands of cb, ending with end_command_buffer(cb, job, ...)
+//   template <class F> void scope(F&& f)    runs f (the submit thread's and the completion
+//                                           thread's units of work; metal: an autorelease pool)
+//   void before(const Item& it)             completion thread, before each item but kStop:
+//                                           wait until the device has done the work pushed
+//                                           before it (may throw: the item's job fails)
+//   void before_stop(const Item& it)        the same before kStop
+//   void finish_segment(Seg& seg, GpuJob& job)
+//   uint64_t now_ns()                       the device clock on the host
+//   uint64_t order()                        submit thread: the value items pushed now carry
+//                                           (vulkan: the queue semaphore's last submitted value)
+// Its destructor calls stop() first, before anything the threads use is destroyed.
+#pragma once
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/recording.h"
+
+namespace mpsrt::backend {
+
+/// What the completion thread reports for one committed command buffer.
+struct GpuJob {
+  CompletionFn on_complete;
+  std::string error;    // the first failure: a callback, a device error, the submit thread
+  bool failed = false;  // a host callback threw: later data commands are skipped
+  bool have_times = false;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t host_start_ns = 0;
+};
+
+/// One unit of the completion thread's work.
+template <class Seg>
+struct GpuItem {
+  enum Kind : uint8_t { kSegment, kSignal, kCallback, kTimestamp, kComplete, kStop };
+  Kind kind = kStop;
+  uint64_t value = 0;  // the backend's order() when pushed
+  Seg seg{};
+  TimelineEvent* event = nullptr;
+  uint64_t event_value = 0;
+  uint64_t* out = nullptr;
+  std::function<void()> fn;
+  std::shared_ptr<GpuJob> job;
+  std::string error;  // kComplete: a failure of the submit thread
+};
+
+/// Names the calling thread (shown by debuggers and profilers).
+inline void name_this_thread(const char* name) {
+#if defined(__APPLE__)
+  pthread_setname_np(name);
+#else
+  pthread_setname_np(pthread_self(), name);
+#endif
+}
+
+template <class Q, class HeapT, class Seg>
+class GpuQueue : public Queue {
+ public:
+  using CommandBuffer = RecordingCommandBuffer<HeapT>;
+  using Cmd = RecordedCmd<HeapT>;
+  using Item = GpuItem<Seg>;
+  using Signals = std::vector<std::pair<TimelineEvent*, uint64_t>>;
+
+  GpuQueue(const char* submit_name, const char* done_name)
+      : submit_name_(submit_name), done_name_(done_name) {}
+  ~GpuQueue() override { stop(); }
+
+  std::unique_ptr<backend::CommandBuffer> create_command_buffer() override {
+    return std::make_unique<CommandBuffer>();
+  }
+
+  // Cost: a lock, a deque push and a condition-variable notify (the threads start on the
+  // first commit).
+  void commit(std::unique_ptr<backend::CommandBuffer> cb, CompletionFn on_complete) override {
+    std::unique_ptr<CommandBuffer> c(static_cast<CommandBuffer*>(cb.release()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!submitter_.joinable()) {
+        submitter_ = std::thread([this] { submit_loop(); });
+        completer_ = std::thread([this] { complete_loop(); });
+      }
+      pending_.emplace_back(std::move(c), std::move(on_complete));
+    }
+    cv_.notify_all();
+  }
+
+ protected:
+  /// Runs what was committed, then stops both threads. Idempotent.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (submitter_.joinable()) submitter_.join();  // drains, then stops the completer
+    if (completer_.joinable()) completer_.join();
+  }
+
+  void push(Item it) {
+    it.value = q().order();
+    {
+      std::lock_guard<std::mutex> lock(items_mu_);
+      items_.push_back(std::move(it));
+    }
+    items_cv_.notify_one();
+  }
+
+  /// The completion thread sets the event once the work pushed before it is done.
+  void push_signals(Signals& signals) {
+    for (auto& s : signals) {
+      Item it;
+      it.kind = Item::kSignal;
+      it.event = s.first;
+      it.event_value = s.second;
+      push(std::move(it));
+    }
+    signals.clear();
+  }
+
+  /// Runs fn on the completion thread after the work pushed before it, and waits for it.
+  /// Returns whether the command buffer failed (fn threw, now or earlier).
+  bool call_back(std::function<void()>& fn, const std::shared_ptr<GpuJob>& job) {
+    Item it;
+    it.kind = Item::kCallback;
+    it.fn = std::move(fn);
+    it.job = job;
+    const uint64_t ticket = ++callbacks_sent_;
+    push(std::move(it));
+    std::unique_lock<std::mutex> lock(cb_mu_);
+    cb_cv_.wait(lock, [&] { return callbacks_done_ >= ticket; });
+    return job->failed;
+  }
+
+  /// The end of process(): drops what the commands hold, reports the command buffer's
+  /// completion (with submit_error, if any), then sets the signals that end it.
+  void end_command_buffer(CommandBuffer& cb, std::shared_ptr<GpuJob> job, std::string submit_error,
+                          Signals& after_completion) {
+    cb.cmds.clear();
+    Item done;
+    done.kind = Item::kComplete;
+    done.error = std::move(submit_error);
+    done.job = std::move(job);
+    push(std::move(done));
+    push_signals(after_completion);
+  }
+
+ private:
+  Q& q() { return static_cast<Q&>(*this); }
+
+  void submit_loop() {
+    name_this_thread(submit_name_);
+    for (;;) {
+      std::pair<std::unique_ptr<CommandBuffer>, CompletionFn> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (pending_.empty()) break;  // stop_ and drained
+        next = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      q().scope([&] {
+        auto job = std::make_shared<GpuJob>();
+        job->on_complete = std::move(next.second);
+        job->host_start_ns = q().now_ns();
+        q().process(*next.first, job);
+      });
+    }
+    Item stop;
+    stop.kind = Item::kStop;
+    push(std::move(stop));
+  }
+
+  void complete_loop() {
+    name_this_thread(done_name_);
+    for (;;) {
+      Item it;
+      {
+        std::unique_lock<std::mutex> lock(items_mu_);
+        items_cv_.wait(lock, [&] { return !items_.empty(); });
+        it = std::move(items_.front());
+        items_.pop_front();
+      }
+      if (it.kind == Item::kStop) {
+        q().before_stop(it);
+        return;
+      }
+      q().scope([&] { complete(it); });
+    }
+  }
+
+  void complete(Item& it) {
+    try {
+      q().before(it);
+    } catch (const std::exception& e) {
+      if (it.job && it.job->error.empty()) it.job->error = e.what();
+    }
+    switch (it.kind) {
+      case Item::kSegment:
+        q().finish_segment(it.seg, *it.job);
+        break;
+      case Item::kSignal:
+        it.event->signal(it.event_value);
+        break;
+      case Item::kCallback:
+        run_callback(it.fn, *it.job);
+        break;
+      case Item::kTimestamp:
+        *it.out = q().now_ns();
+        break;
+      case Item::kComplete:
+        if (!it.error.empty() && it.job->error.empty()) it.job->error = it.error;
+        report(*it.job);
+        break;
+      case Item::kStop:
+        break;
+    }
+  }
+
+  void run_callback(std::function<void()>& fn, GpuJob& job) {
+    if (!job.failed) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        job.error = std::string("host callback raised: ") + e.what();
+        job.failed = true;
+      } catch (...) {
+        job.error = "host callback raised an unknown exception";
+        job.failed = true;
+      }
+    }
+    fn = nullptr;  // drops what it holds before the submit thread goes on
+    {
+      std::lock_guard<std::mutex> lock(cb_mu_);
+      ++callbacks_done_;
+    }
+    cb_cv_.notify_all();
+  }
+
+  void report(GpuJob& job) {
+    Completion c;
+    c.error = job.error;
+    if (job.have_times) {
+      c.device_start_ns = job.start_ns;
+      c.device_end_ns = std::max(job.end_ns, job.start_ns);
+    } else {
+      c.device_start_ns = job.host_start_ns;
+      c.device_end_ns = std::max(q().now_ns(), job.host_start_ns);
+    }
+    CompletionFn fn = std::move(job.on_complete);
+    if (fn) fn(c);
+  }
+
+  const char* submit_name_;
+  const char* done_name_;
+
+  uint64_t callbacks_sent_ = 0;  // submit thread only
+
+  std::mutex mu_;  // pending_, stop_, thread start
+  std::condition_variable cv_;
+  std::deque<std::pair<std::unique_ptr<CommandBuffer>, CompletionFn>> pending_;
+  bool stop_ = false;
+
+  std::mutex items_mu_;
+  std::condition_variable items_cv_;
+  std::deque<Item> items_;
+
+  std::mutex cb_mu_;
+  std::condition_variable cb_cv_;
+  uint64_t callbacks_done_ = 0;
+
+  std::thread submitter_;
+  std::thread completer_;
+};
+
+}  // namespace mpsrt::backend
