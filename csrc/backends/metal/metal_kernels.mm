@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/gpu_random.h"
 #include "backends/metal/metal_common.h"
 #include "mpsrt/error.h"
 
@@ -24,18 +25,6 @@ const char kKernelSource[] =
 constexpr NSUInteger kGroup = 256;         // threads per threadgroup
 constexpr uint64_t kMaxGroups = 8192;      // threadgroups per dispatch; kernels loop beyond
 constexpr uint64_t kMaxBlocks = 1u << 26;  // Philox blocks per random dispatch (32-bit counts)
-
-bool is_wide(const backend::RandomParams& p) {
-  return p.op == backend::RandomOp::IntRange && p.range > (uint64_t(1) << 32);
-}
-
-// Words per element, as kernels.metal's WPE.
-uint32_t words_per_element(const backend::RandomParams& p) {
-  return ((p.op == backend::RandomOp::Uniform && p.dtype == backend::RandomDType::F64) ||
-          is_wide(p))
-             ? 2
-             : 1;
-}
 
 uint64_t double_bits(double v) {
   uint64_t b = 0;
@@ -92,17 +81,15 @@ void DeviceShared::create_kernels() {
 }
 
 id<MTLComputePipelineState> DeviceShared::random_pipeline(const backend::RandomParams& p) {
-  const uint32_t values[5] = {
-      static_cast<uint32_t>(p.op), static_cast<uint32_t>(p.dtype), is_wide(p) ? 1u : 0u,
-      static_cast<uint32_t>(backend::random_element_size(p.dtype)), words_per_element(p)};
-  const uint32_t key = values[0] | values[1] << 8 | values[2] << 16;
+  const backend::RandomVariant variant = backend::random_variant(p);
+  const uint32_t key = variant.key;
   std::lock_guard<std::mutex> lock(pipelines_mu);
   auto it = random_pipelines.find(key);
   if (it != random_pipelines.end()) return it->second;
   @autoreleasepool {
     MTLFunctionConstantValues* constants = [[MTLFunctionConstantValues alloc] init];
     for (NSUInteger i = 0; i < 5; ++i) {
-      [constants setConstantValue:&values[i] type:MTLDataTypeUInt atIndex:i];
+      [constants setConstantValue:&variant.values[i] type:MTLDataTypeUInt atIndex:i];
     }
     NSError* error = nil;
     id<MTLFunction> fn = [library newFunctionWithName:@"random_fill"
@@ -185,37 +172,11 @@ void Encoder::copy(id<MTLBuffer> src, uint64_t src_off, id<MTLBuffer> dst, uint6
 void Encoder::random(id<MTLBuffer> buf, uint64_t offset, const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
   const uint64_t es = backend::random_element_size(p.dtype);
-  const uint64_t epb = 4 / words_per_element(p);
+  const uint64_t epb = 4 / backend::random_words_per_element(p);
   const uint64_t chunk = kMaxBlocks * epb;
 
   RandomArgs a{};
-  a.seed[0] = static_cast<uint32_t>(p.seed);
-  a.seed[1] = static_cast<uint32_t>(p.seed >> 32);
-  const uint64_t range = p.range == 0 ? 1 : p.range;
-  if (is_wide(p)) {
-    a.range[0] = static_cast<uint32_t>(range);
-    a.range[1] = static_cast<uint32_t>(range >> 32);
-  } else {  // at most 2^32: the low word, and 1 in the high word for exactly 2^32
-    a.range[0] = static_cast<uint32_t>(range);
-    a.range[1] = range == (uint64_t(1) << 32) ? 1 : 0;
-  }
-  const uint64_t low = static_cast<uint64_t>(p.low);
-  a.low[0] = static_cast<uint32_t>(low);
-  a.low[1] = static_cast<uint32_t>(low >> 32);
-  a.thresh[0] = static_cast<uint32_t>(p.threshold);
-  a.thresh[1] = static_cast<uint32_t>(p.threshold >> 32);
-  if (p.op == backend::RandomOp::Uniform) {
-    const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
-    a.fa = lo;
-    a.fb = hi - lo;
-    a.da = double_bits(p.a);
-    a.db = double_bits(p.b - p.a);
-  } else {
-    a.fa = static_cast<float>(p.a);
-    a.fb = static_cast<float>(p.b);
-    a.da = double_bits(p.a);
-    a.db = double_bits(p.b);
-  }
+  backend::pack_random_args(p, a, double_bits);
   a.zero = 0;
 
   id<MTLComputePipelineState> pipe = d.random_pipeline(p);  // may throw: before the encoder

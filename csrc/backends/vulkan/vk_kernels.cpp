@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/gpu_random.h"
 #include "backends/vulkan/vk_common.h"
 
 namespace mpsrt::vk {
@@ -68,18 +69,6 @@ VkPipeline make_pipeline(DeviceShared& d, VkShaderModule m, VkPipelineLayout lay
   return p;
 }
 
-bool is_wide(const backend::RandomParams& p) {
-  return p.op == backend::RandomOp::IntRange && p.range > (uint64_t(1) << 32);
-}
-
-// Words per element and elements per Philox block, as random.comp.
-uint32_t words_per_element(const backend::RandomParams& p) {
-  return ((p.op == backend::RandomOp::Uniform && p.dtype == backend::RandomDType::F64) ||
-          is_wide(p))
-             ? 2
-             : 1;
-}
-
 uint32_t groups_for(uint64_t items, uint32_t group) {
   return static_cast<uint32_t>(std::min<uint64_t>((items + group - 1) / group, kMaxGroups));
 }
@@ -118,16 +107,14 @@ void DeviceShared::create_kernels() {
 }
 
 VkPipeline DeviceShared::random_pipeline(const backend::RandomParams& p) {
-  const uint32_t values[5] = {
-      static_cast<uint32_t>(p.op), static_cast<uint32_t>(p.dtype), is_wide(p) ? 1u : 0u,
-      static_cast<uint32_t>(backend::random_element_size(p.dtype)), words_per_element(p)};
-  const uint32_t key = values[0] | values[1] << 8 | values[2] << 16;
+  const backend::RandomVariant variant = backend::random_variant(p);
+  const uint32_t key = variant.key;
   std::lock_guard<std::mutex> lock(pipelines_mu);
   auto it = random_pipelines.find(key);
   if (it != random_pipelines.end()) return it->second;
   VkSpecializationMapEntry entries[5];
   for (uint32_t i = 0; i < 5; ++i) entries[i] = {i, 4 * i, 4};
-  VkSpecializationInfo spec{5, entries, sizeof(values), values};
+  VkSpecializationInfo spec{5, entries, sizeof(variant.values), variant.values};
   VkPipeline pipe = make_pipeline(*this, random_module, random_layout, &spec);
   random_pipelines.emplace(key, pipe);
   return pipe;
@@ -203,7 +190,7 @@ void Recorder::random(VkBuffer buf, VkDeviceSize buf_size, VkDeviceSize offset,
                       const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
   const uint64_t es = backend::random_element_size(p.dtype);
-  const uint64_t epb = 4 / words_per_element(p);
+  const uint64_t epb = 4 / backend::random_words_per_element(p);
   const bool direct = offset % es == 0;
   // Elements per dispatch: whole blocks, with room for the window's alignment slack.
   const VkDeviceSize span =
@@ -211,33 +198,7 @@ void Recorder::random(VkBuffer buf, VkDeviceSize buf_size, VkDeviceSize offset,
   const uint64_t chunk = std::max<uint64_t>(span / es / epb, 1) * epb;
 
   RandomPush pc{};
-  pc.seed[0] = static_cast<uint32_t>(p.seed);
-  pc.seed[1] = static_cast<uint32_t>(p.seed >> 32);
-  const uint64_t range = p.range == 0 ? 1 : p.range;
-  if (is_wide(p)) {
-    pc.range[0] = static_cast<uint32_t>(range);
-    pc.range[1] = static_cast<uint32_t>(range >> 32);
-  } else {  // at most 2^32: the low word, and 1 in the high word for exactly 2^32
-    pc.range[0] = static_cast<uint32_t>(range);
-    pc.range[1] = range == (uint64_t(1) << 32) ? 1 : 0;
-  }
-  const uint64_t low = static_cast<uint64_t>(p.low);
-  pc.low[0] = static_cast<uint32_t>(low);
-  pc.low[1] = static_cast<uint32_t>(low >> 32);
-  pc.thresh[0] = static_cast<uint32_t>(p.threshold);
-  pc.thresh[1] = static_cast<uint32_t>(p.threshold >> 32);
-  if (p.op == backend::RandomOp::Uniform) {
-    const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
-    pc.fa = lo;
-    pc.fb = hi - lo;
-    pc.da = p.a;
-    pc.db = p.b - p.a;
-  } else {
-    pc.fa = static_cast<float>(p.a);
-    pc.fb = static_cast<float>(p.b);
-    pc.da = p.a;
-    pc.db = p.b;
-  }
+  backend::pack_random_args(p, pc, [](double v) { return v; });
 
   d.fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.random_pipeline(p));
   for (uint64_t c0 = 0; c0 < p.count; c0 += chunk) {
