@@ -15,7 +15,7 @@
 // The backend Q derives from GpuQueue<Q, HeapT, Seg> (Seg: its handle of a segment, carried by
 // the completion items) and provides, as members GpuQueue may call (a friend):
 //   void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job)
-//       submit thread: the commands of cb, ending with end_command_buffer(cb, job, ...)
+//       submit thread: the commands of cb, through walk(cb, job, walker)
 //   template <class F> void scope(F&& f)    runs f (the submit thread's and the completion
 //                                           thread's units of work; metal: an autorelease pool)
 //   void before(const Item& it)             completion thread, before each item but kStop:
@@ -161,15 +161,75 @@ class GpuQueue : public Queue {
     return job->failed;
   }
 
-  /// The end of process(): drops what the commands hold, reports the command buffer's
-  /// completion (with submit_error, if any), then sets the signals that end it.
-  void end_command_buffer(CommandBuffer& cb, std::shared_ptr<GpuJob> job, std::string submit_error,
-                          Signals& after_completion) {
-    cb.cmds.clear();
+  /// The walk over a command buffer's commands, for process(). W, the backend's walker over
+  /// its open segment, provides:
+  ///   bool is_open()                 a segment is open
+  ///   void data(Cmd& c)              encodes a fill, copy or random fill (opening a segment)
+  ///   void timestamp(Cmd& c, close)  close() ends the open segment and pushes the signals
+  ///   void wait(Cmd& c, close)       recorded so far
+  ///   void end()                     ends and submits the open segment, if any
+  ///   void settle()                  before a host callback and at the end: what must not
+  ///                                  wait for a later segment
+  ///   void abandon()                 after a failure: drops or ends the open segment
+  /// Data commands after a host callback that threw are skipped; signals, waits and timestamps
+  /// still happen, and so does the completion report, so that nobody waiting on them hangs. A
+  /// failure while encoding or submitting (an exception) is reported on the command buffer.
+  template <class W>
+  void walk(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job, W& w) {
+    Signals signals;  // set once the open segment is done
+    auto close = [&] {
+      w.end();
+      push_signals(signals);
+    };
+    // The signals that end the command buffer are set after its completion is reported.
+    const size_t trailing = trailing_signals(cb.cmds);
+    Signals after_completion;
+    bool failed = false;
+    std::string submit_error;
+    try {
+      for (size_t i = 0; i < cb.cmds.size(); ++i) {
+        Cmd& c = cb.cmds[i];
+        switch (c.kind) {
+          case Cmd::kFill:
+          case Cmd::kCopy:
+          case Cmd::kRandom:
+            if (!failed) w.data(c);
+            break;
+          case Cmd::kTimestamp:
+            w.timestamp(c, close);
+            break;
+          case Cmd::kSignal:
+            if (i >= trailing) {
+              after_completion.emplace_back(c.event, c.value);
+              break;
+            }
+            signals.emplace_back(c.event, c.value);
+            if (!w.is_open()) close();
+            break;
+          case Cmd::kWait:
+            w.wait(c, close);
+            break;
+          case Cmd::kCallback:
+            if (failed) break;
+            close();
+            w.settle();
+            failed = call_back(c.fn, job);
+            break;
+        }
+      }
+      close();
+      w.settle();
+    } catch (const std::exception& e) {
+      w.abandon();
+      submit_error = e.what();
+      close();
+      w.settle();
+    }
+    cb.cmds.clear();  // drops what the commands hold before completion is reported
     Item done;
     done.kind = Item::kComplete;
     done.error = std::move(submit_error);
-    done.job = std::move(job);
+    done.job = job;
     push(std::move(done));
     push_signals(after_completion);
   }

@@ -81,91 +81,59 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
   uint64_t now_ns() const { return device_now_ns(); }
   uint64_t order() const { return 0; }  // segments complete in commit order
 
-  void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job) {
+  // The walker of gpu_queue.h's walk: one open segment at a time. An event wait is encoded
+  // in it (only this queue's later work waits); a timestamp ends it, or, with no open segment,
+  // takes the start of the next one; a host callback ends it.
+  struct Walker {
+    Queue& q;
+    const std::shared_ptr<GpuJob>& job;
     std::shared_ptr<Segment> seg;
     std::vector<uint64_t*> unbound;  // timestamps waiting for the next segment's start
-    Signals signals;                 // at the segment's end
-    bool failed = false;
-    std::string submit_error;
-    auto open = [&] {
+
+    bool is_open() const { return seg != nullptr; }
+    void open() {
       if (seg == nullptr) {
-        seg = begin_segment();
+        seg = q.begin_segment();
         seg->start_outs.swap(unbound);
       }
-    };
-    auto close = [&] {
+    }
+    void data(Cmd& c) {
+      open();
+      q.encode(*seg, c);
+    }
+    template <class Close>
+    void timestamp(Cmd& c, Close& close) {
       if (seg != nullptr) {
-        end_segment(seg, job);
-        seg = nullptr;
+        seg->end_outs.push_back(c.out);
+        close();
+      } else {
+        unbound.push_back(c.out);
       }
-      push_signals(signals);
-    };
+    }
+    template <class Close>
+    void wait(Cmd& c, Close&) {
+      open();
+      [seg->cb encodeWaitForEvent:static_cast<MetalEvent*>(c.event)->event() value:c.value];
+    }
+    void end() {
+      if (seg != nullptr) q.end_segment(std::exchange(seg, nullptr), job);
+    }
     // Timestamps with no segment after them take the time the completion thread reaches them.
-    auto flush_unbound = [&] {
+    void settle() {
       for (uint64_t* out : unbound) {
         Item it;
         it.kind = Item::kTimestamp;
         it.out = out;
-        push(std::move(it));
+        q.push(std::move(it));
       }
       unbound.clear();
-    };
-    // The signals that end the command buffer are set after its completion is reported.
-    const size_t trailing = backend::trailing_signals(cb.cmds);
-    Signals after_completion;
-    try {
-      for (size_t i = 0; i < cb.cmds.size(); ++i) {
-        Cmd& c = cb.cmds[i];
-        switch (c.kind) {
-          case Cmd::kFill:
-          case Cmd::kCopy:
-          case Cmd::kRandom:
-            if (failed) break;
-            open();
-            encode(*seg, c);
-            break;
-          case Cmd::kTimestamp:
-            if (seg != nullptr) {
-              seg->end_outs.push_back(c.out);
-              close();
-            } else {
-              unbound.push_back(c.out);
-            }
-            break;
-          case Cmd::kSignal:
-            if (i >= trailing) {
-              after_completion.emplace_back(c.event, c.value);
-              break;
-            }
-            signals.emplace_back(c.event, c.value);
-            if (seg == nullptr) close();
-            break;
-          case Cmd::kWait:
-            open();
-            [seg->cb encodeWaitForEvent:static_cast<MetalEvent*>(c.event)->event() value:c.value];
-            break;
-          case Cmd::kCallback:
-            if (failed) break;
-            close();
-            flush_unbound();
-            failed = call_back(c.fn, job);
-            break;
-        }
-      }
-      close();
-      flush_unbound();
-    } catch (const std::exception& e) {
-      // A failure while encoding: report it on this command buffer and still run its signals
-      // and timestamps, so that nobody waiting on them hangs.
-      if (seg != nullptr) {
-        end_segment(seg, job);
-        seg = nullptr;
-      }
-      submit_error = e.what();
-      close();
-      flush_unbound();
     }
-    end_command_buffer(cb, job, std::move(submit_error), after_completion);
+    void abandon() { end(); }  // a failure while encoding: the segment still completes
+  };
+
+  void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job) {
+    Walker w{*this, job, nullptr, {}};
+    walk(cb, job, w);
   }
 
   std::shared_ptr<Segment> begin_segment() {

@@ -96,75 +96,51 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
   uint64_t now_ns() const { return d_->device_now_ns(); }
   uint64_t order() const { return submitted_; }
 
+  // The walker of gpu_queue.h's walk: one open segment at a time. A host callback or an event
+  // wait ends it; a wait blocks this thread, never the VkQueue (streams share VkQueues).
+  struct Walker {
+    Queue& q;
+    const std::shared_ptr<GpuJob>& job;
+    uint32_t queries;  // per segment: the command buffer's timestamps, its start and its end
+    Segment* seg = nullptr;
+
+    bool is_open() const { return seg != nullptr; }
+    void open() {
+      if (seg == nullptr) seg = q.begin_segment(queries);
+    }
+    void data(Cmd& c) {
+      open();
+      q.record(*seg, c);
+    }
+    template <class Close>
+    void timestamp(Cmd& c, Close&) {
+      open();
+      q.d_->fn.vkCmdWriteTimestamp(seg->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, seg->pool,
+                                   seg->used++);
+      seg->outs.push_back(c.out);
+    }
+    template <class Close>
+    void wait(Cmd& c, Close& close) {
+      close();
+      c.event->wait(c.value, -1);
+    }
+    void end() {
+      if (seg != nullptr) q.end_segment(std::exchange(seg, nullptr), job);
+    }
+    void settle() {}
+    void abandon() {  // a driver failure while recording or submitting
+      if (seg != nullptr) {
+        q.d_->fn.vkEndCommandBuffer(seg->cb);
+        q.recycle(std::exchange(seg, nullptr));
+      }
+    }
+  };
+
   void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job) {
     uint32_t timestamps = 0;
     for (const Cmd& c : cb.cmds) timestamps += c.kind == Cmd::kTimestamp ? 1 : 0;
-    Segment* seg = nullptr;
-    Signals signals;  // at the segment's end
-    bool failed = false;
-    std::string submit_error;  // a driver failure while recording or submitting
-    auto open = [&] {
-      if (seg == nullptr) seg = begin_segment(timestamps + 2);
-    };
-    auto close = [&] {
-      if (seg != nullptr) {
-        end_segment(seg, job);
-        seg = nullptr;
-      }
-      push_signals(signals);
-    };
-    // The signals that end the command buffer are set after its completion is reported.
-    const size_t trailing = backend::trailing_signals(cb.cmds);
-    Signals after_completion;
-    try {
-      for (size_t i = 0; i < cb.cmds.size(); ++i) {
-        Cmd& c = cb.cmds[i];
-        switch (c.kind) {
-          case Cmd::kFill:
-          case Cmd::kCopy:
-          case Cmd::kRandom:
-            if (failed) break;
-            open();
-            record(*seg, c);
-            break;
-          case Cmd::kTimestamp:
-            open();
-            d_->fn.vkCmdWriteTimestamp(seg->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, seg->pool,
-                                       seg->used++);
-            seg->outs.push_back(c.out);
-            break;
-          case Cmd::kSignal:
-            if (i >= trailing) {
-              after_completion.emplace_back(c.event, c.value);
-              break;
-            }
-            signals.emplace_back(c.event, c.value);
-            if (seg == nullptr) close();
-            break;
-          case Cmd::kWait:
-            close();
-            c.event->wait(c.value, -1);
-            break;
-          case Cmd::kCallback:
-            if (failed) break;
-            close();
-            failed = call_back(c.fn, job);
-            break;
-        }
-      }
-      close();
-    } catch (const std::exception& e) {
-      // A driver failure while recording or submitting: report it on this command buffer
-      // and still run its signals, so that nobody waiting on them hangs.
-      if (seg != nullptr) {
-        d_->fn.vkEndCommandBuffer(seg->cb);
-        recycle(seg);
-        seg = nullptr;
-      }
-      submit_error = e.what();
-      close();
-    }
-    end_command_buffer(cb, job, std::move(submit_error), after_completion);
+    Walker w{*this, job, timestamps + 2};
+    walk(cb, job, w);
   }
 
   Segment* begin_segment(uint32_t queries) {
