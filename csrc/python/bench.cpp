@@ -1,6 +1,6 @@
 // Measurement hooks for `python -m bench`: C baselines (memset, memcpy) and raw device memory
 // driven through the default stream, so that the Python side times both the same way.
-// These reach into the core (raw heaps have no public API); they are not part of the API.
+// Raw heaps come from mpsrt/testing.h; none of this is part of the API.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -15,13 +15,12 @@
 #include <tuple>
 #include <vector>
 
-#include "core/runtime.h"
-#include "core/stream.h"
 #include "mpsrt/allocator.h"
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
 #include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"
+#include "mpsrt/testing.h"
 #include "python/bindings.h"
 
 namespace mpsrt::python {
@@ -34,66 +33,25 @@ int64_t steady_ns() {
       .count();
 }
 
-// A heap of raw device memory, freed after the device's work is done.
-class RawHeap {
+// mpsrt::testing::RawHeap with the C baselines on its memory.
+class RawHeap : public testing::RawHeap {
  public:
-  RawHeap(size_t nbytes, int device) {
-    detail::DeviceContext& d = detail::Runtime::get().device(device);
-    device_ = d.index();
-    heap_ = d.backend_device().create_heap(nbytes);
-    if (!heap_) detail::throw_oom("[bench] could not map " + std::to_string(nbytes) + " bytes");
-    nbytes_ = nbytes;
-  }
-  ~RawHeap() {
-    try {
-      detail::Runtime::get().device(device_).synchronize();
-    } catch (...) {  // a failed command already reported; the memory must still go back
-    }
-  }
-  size_t nbytes() const { return nbytes_; }
-  uint8_t* host() const {
-    auto* p = static_cast<uint8_t*>(heap_->host_ptr());
-    if (p == nullptr) detail::throw_error("[bench] heap is not host-visible");
-    return p;
-  }
-  void fill(uint64_t value, unsigned pattern_size) {
-    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
-      detail::throw_invalid("[bench] pattern_size must be 1, 2, 4 or 8");
-    }
-    stream().encode({detail::prof::Op::Fill}, [&](backend::CommandBuffer& cb) {
-      cb.fill({heap_.get(), 0}, nbytes_ / pattern_size * pattern_size, value, pattern_size);
-    });
-  }
-  void copy_from(const RawHeap& src) {
-    check_same_size(src);
-    stream().encode({detail::prof::Op::Copy}, [&](backend::CommandBuffer& cb) {
-      cb.copy({src.heap_.get(), 0}, {heap_.get(), 0}, nbytes_);
-    });
-  }
+  using testing::RawHeap::RawHeap;
   // Through volatile pointers, so the compiler cannot inline `rep movsb`/`rep stosb` in their
   // place: these measure the C library's functions.
   void c_memset(int value) {
     void* (*volatile fn)(void*, int, size_t) = &std::memset;
-    fn(host(), value, nbytes_);
+    fn(host(), value, nbytes());
   }
   void c_memcpy_from(const RawHeap& src) {
-    check_same_size(src);
+    if (src.nbytes() != nbytes()) detail::throw_invalid("[bench] heaps differ in size");
     void* (*volatile fn)(void*, const void*, size_t) = &std::memcpy;
-    fn(host(), src.host(), nbytes_);
+    fn(host(), src.host(), nbytes());
   }
   nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> numpy(nb::handle owner) {
-    size_t shape[1] = {nbytes_};
+    size_t shape[1] = {nbytes()};
     return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(host(), 1, shape, owner);
   }
-
- private:
-  void check_same_size(const RawHeap& src) const {
-    if (src.nbytes_ != nbytes_) detail::throw_invalid("[bench] heaps differ in size");
-  }
-  detail::StreamImpl& stream() { return detail::Runtime::get().device(device_).default_stream(); }
-  std::unique_ptr<backend::Heap> heap_;
-  size_t nbytes_ = 0;
-  int device_ = 0;
 };
 
 /// A profiling session for the scope of a measurement (when asked for).
@@ -267,11 +225,14 @@ void init_bench(nb::module_& m) {
       "Mean ns of posix_memalign(512) + free of nbytes (the C baseline).");
   nb::class_<RawHeap>(m, "RawHeap", "Raw device memory on the default stream (bench only).")
       .def(nb::init<size_t, int>(), nb::arg("nbytes"), nb::arg("device") = -1)
-      .def_prop_ro("nbytes", &RawHeap::nbytes)
-      .def("fill", &RawHeap::fill, nb::arg("value"), nb::arg("pattern_size") = 1,
-           "Encodes a fill on the default stream (does not wait).")
-      .def("copy_from", &RawHeap::copy_from, nb::arg("src"),
-           "Encodes a copy on the default stream (does not wait).")
+      .def_prop_ro("nbytes", [](const RawHeap& h) { return h.nbytes(); })
+      .def(
+          "fill", [](RawHeap& h, uint64_t value, unsigned size) { h.fill(value, size); },
+          nb::arg("value"), nb::arg("pattern_size") = 1,
+          "Encodes a fill on the default stream (does not wait).")
+      .def(
+          "copy_from", [](RawHeap& h, const RawHeap& src) { h.copy_from(src); }, nb::arg("src"),
+          "Encodes a copy on the default stream (does not wait).")
       .def("c_memset", &RawHeap::c_memset, nb::arg("value"), nb::call_guard<gil_scoped_release>(),
            "memset on the calling thread (the C baseline).")
       .def("c_memcpy_from", &RawHeap::c_memcpy_from, nb::arg("src"),

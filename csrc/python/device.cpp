@@ -10,10 +10,9 @@
 #include <string>
 #include <tuple>
 
-#include "core/allocator/caching_allocator.h"
-#include "core/runtime.h"
 #include "mpsrt/device.h"
 #include "mpsrt/options.h"
+#include "mpsrt/testing.h"
 #include "python/bindings.h"
 
 namespace mpsrt::python {
@@ -115,31 +114,7 @@ void init_device(nb::module_& m) {
   m.def(
       "_reset_runtime",
       [](std::optional<std::map<std::string, std::string>> env) {
-        {
-          std::vector<detail::DeviceContext*> open;
-          try {
-            open = detail::Runtime::get().open_devices();
-          } catch (const std::exception&) {
-          }
-          for (detail::DeviceContext* d : open) {
-            const uint64_t live = d->allocator().allocated_bytes();
-            if (live != 0) {
-              throw std::runtime_error("[runtime] _reset_runtime: " + std::to_string(live) +
-                                       " bytes of live Buffers on device " +
-                                       std::to_string(d->index()) + "; delete them first");
-            }
-          }
-        }
-        if (!env) {
-          detail::Runtime::reset(nullptr);
-          return;
-        }
-        const std::map<std::string, std::string> vars = std::move(*env);
-        const detail::EnvLookup lookup = [&vars](const char* name) -> const char* {
-          auto it = vars.find(name);
-          return it == vars.end() ? nullptr : it->second.c_str();
-        };
-        detail::Runtime::reset(&lookup);
+        testing::reset_runtime(env ? &*env : nullptr);
       },
       nb::arg("env").none() = nb::none(), nb::call_guard<gil_scoped_release>(),
       "Tears the runtime down so the next call re-initialises it with `env` as the environment "

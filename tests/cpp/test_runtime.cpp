@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
+#include "mpsrt/testing.h"
 
 namespace {
 
@@ -389,3 +391,44 @@ TEST_F(RuntimeTest, DriverAllocatedMemory) {
 }
 
 }  // namespace
+
+// mpsrt/testing.h: the hooks of the Python tests and of `python -m bench`.
+TEST_F(RuntimeTest, TestingResetRefusesWhileBuffersLiveAndLeavesTheRuntimeUsable) {
+  const Env env{{"MPSRT_BACKEND", "cpu"}};
+  mpsrt::testing::reset_runtime(&env);
+  mpsrt::Buffer b(4096);
+  try {
+    mpsrt::testing::reset_runtime(&env);
+    FAIL() << "reset_runtime went ahead with a live Buffer";
+  } catch (const mpsrt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4096 bytes of live Buffers on device 0"),
+              std::string::npos)
+        << e.what();
+  }
+  mpsrt::Buffer c(512);  // the old runtime still serves
+  EXPECT_EQ(mpsrt::current_allocated_memory(), 4096u + 512u);
+  b.reset();
+  c.reset();
+  mpsrt::testing::reset_runtime(&env);
+  EXPECT_EQ(mpsrt::current_allocated_memory(), 0u);
+  mpsrt::Buffer d(1024);  // and the new one starts
+  EXPECT_EQ(mpsrt::current_allocated_memory(), 1024u);
+}
+
+TEST_F(RuntimeTest, TestingRawHeapFillsAndCopiesOnTheDefaultStream) {
+  use_env({{"MPSRT_BACKEND", "cpu"}});
+  mpsrt::testing::RawHeap a(4099), b(4099), small(64);
+  EXPECT_EQ(a.nbytes(), 4099u);
+  a.fill(0x01020304u, 4);  // whole patterns: the last 3 bytes stay as they were
+  std::memset(b.host(), 0, b.nbytes());
+  mpsrt::synchronize();
+  b.copy_from(a);
+  mpsrt::synchronize();
+  const uint8_t* p = b.host();
+  EXPECT_EQ(p[0], 0x04);
+  EXPECT_EQ(p[3], 0x01);
+  EXPECT_EQ(p[4095], 0x01);
+  EXPECT_THROW(a.fill(0, 3), std::invalid_argument);
+  EXPECT_THROW(a.copy_from(small), std::invalid_argument);
+  EXPECT_EQ(a.host()[4], 0x04);  // a refused command changes nothing
+}
