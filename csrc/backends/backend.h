@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mpsrt/generator.h"
@@ -254,6 +255,26 @@ struct BackendConfig {
   int cpu_threads = 0;           ///< cpu: threads per kernel (0: the cores, at most 8)
 };
 
+/// A platform's own tracing tool (os_signpost for Instruments, offered by the metal backend)
+/// that gets a profiler session's signposts too: command encodes and completions, marks and
+/// ranges. A method per signpost, because such tools want each name and format as a string
+/// literal. Called only while a session runs, from any thread; no platform type crosses this
+/// interface.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  /// A command was encoded on `stream` (an instant); `op` is the profiler's op name.
+  virtual void encode(const char* op, int64_t stream, uint64_t bytes) = 0;
+  /// A command of a completed command buffer (an instant): its device time.
+  virtual void completed(const char* op, int64_t stream, uint64_t device_ns) = 0;
+  /// profiler::mark (an instant).
+  virtual void mark(std::string_view message) = 0;
+  /// profiler::range_push: begins an interval and returns the id that range_end() gets.
+  virtual uint64_t range_begin(std::string_view message) = 0;
+  /// profiler::range_pop of an interval this sink began.
+  virtual void range_end(uint64_t id) = 0;
+};
+
 /// A device API. One static instance per backend; open devices are owned by the core.
 class Backend {
  public:
@@ -282,6 +303,9 @@ class Backend {
   /// Runs in a forked child, single-threaded, before anything else: drop process-wide state
   /// that belongs to the parent's threads.
   virtual void after_fork_child() noexcept {}
+  /// The platform tracing tool that gets profiler signposts while this backend runs (nullptr:
+  /// none). It lives to the end of the process.
+  virtual TraceSink* trace_sink() noexcept { return nullptr; }
 };
 
 /// Every backend, best first: metal, vulkan, cpu (a backend whose devices are all software

@@ -140,24 +140,9 @@ void fork_prepare();
 void fork_parent();
 void fork_child();
 
-/// A platform's own tracing tool (os_signpost for Instruments, installed by the metal backend)
-/// gets a session's signposts too: command encodes and completions, marks and ranges. A method
-/// per signpost, because such tools want each name and format as a string literal. Called only
-/// while a session runs, from any thread; no platform type crosses this interface.
-class PlatformSink {
- public:
-  virtual ~PlatformSink() = default;
-  /// A command was encoded on `stream` (an instant); `op` is op_name().
-  virtual void encode(const char* op, int64_t stream, uint64_t bytes) = 0;
-  /// A command of a completed command buffer (an instant): its device time.
-  virtual void completed(const char* op, int64_t stream, uint64_t device_ns) = 0;
-  /// profiler::mark (an instant).
-  virtual void mark(std::string_view message) = 0;
-  /// profiler::range_push: begins an interval and returns the id that range_end() gets.
-  virtual uint64_t range_begin(std::string_view message) = 0;
-  /// profiler::range_pop of an interval this sink began.
-  virtual void range_end(uint64_t id) = 0;
-};
+/// A platform's own tracing tool: the sink of the runtime's backend (Backend::trace_sink),
+/// installed by the runtime while it runs, or one of a test.
+using PlatformSink = backend::TraceSink;
 /// Installs `sink` (nullptr: none) and returns the previous one. A sink is never destroyed by
 /// the profiler and may still be called after it is replaced: give one that lives to the end
 /// of the process. Cost when none is installed: one acquire load in a session's paths only.

@@ -271,6 +271,8 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
   cfg.cpu_threads = options_.cpu_threads;
   backend_->configure(cfg);
   device_count_ = backend_->device_count();
+  // The backend's platform tracing (os_signpost on metal) while this runtime runs.
+  if (backend::TraceSink* sink = backend_->trace_sink()) prof::set_platform_sink(sink);
   devices_.reset(new std::atomic<DeviceContext*>[static_cast<size_t>(device_count_)]);
   for (int i = 0; i < device_count_; ++i) devices_[static_cast<size_t>(i)].store(nullptr);
 }
@@ -279,6 +281,10 @@ Runtime::~Runtime() {
   for (int i = 0; i < device_count_; ++i) {
     DeviceContext* d = devices_[static_cast<size_t>(i)].exchange(nullptr);
     delete d;  // waits for the device's work
+  }
+  if (backend::TraceSink* sink = backend_->trace_sink()) {
+    prof::PlatformSink* prev = prof::set_platform_sink(nullptr);
+    if (prev != sink) prof::set_platform_sink(prev);  // someone else's: theirs to remove
   }
 }
 

@@ -10,10 +10,12 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/profiler.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
@@ -431,4 +433,35 @@ TEST_F(RuntimeTest, TestingRawHeapFillsAndCopiesOnTheDefaultStream) {
   EXPECT_THROW(a.fill(0, 3), std::invalid_argument);
   EXPECT_THROW(a.copy_from(small), std::invalid_argument);
   EXPECT_EQ(a.host()[4], 0x04);  // a refused command changes nothing
+}
+
+// The runtime installs its backend's trace sink (os_signpost on metal) while it runs; the cpu
+// and vulkan backends have none, and a sink someone else installed stays across runtimes.
+class NullSink final : public mpsrt::backend::TraceSink {
+ public:
+  void encode(const char*, int64_t, uint64_t) override {}
+  void completed(const char*, int64_t, uint64_t) override {}
+  void mark(std::string_view) override {}
+  uint64_t range_begin(std::string_view) override { return 0; }
+  void range_end(uint64_t) override {}
+};
+
+TEST_F(RuntimeTest, ARuntimeWithoutATraceSinkLeavesAnotherInPlace) {
+  namespace prof = mpsrt::detail::prof;
+  static NullSink sink;  // a sink must outlive its use
+  for (const char* name : {"cpu", "vulkan"}) {
+    mpsrt::backend::Backend* b = nullptr;
+    for (mpsrt::backend::Backend* x : mpsrt::backend::all_backends()) {
+      if (std::string(x->name()) == name) b = x;
+    }
+    ASSERT_NE(b, nullptr) << name;
+    if (!b->is_built() || !b->is_available()) continue;
+    EXPECT_EQ(b->trace_sink(), nullptr) << name;
+    prof::PlatformSink* previous = prof::set_platform_sink(&sink);
+    use_env({{"MPSRT_BACKEND", name}});
+    mpsrt::Buffer buf(512);  // starts the runtime
+    buf.reset();
+    Runtime::reset(nullptr);  // and ends it
+    EXPECT_EQ(prof::set_platform_sink(previous), &sink) << name;
+  }
 }

@@ -297,10 +297,8 @@ class Device final : public backend::Device {
 
 class Backend final : public backend::Backend {
  public:
-  // Created on the first look at the built backends, whichever one then runs: a session's
-  // signposts go to os_signpost on Apple for the cpu and vulkan backends too.
-  Backend() { install_signpost_sink(); }
   const char* name() const noexcept override { return "metal"; }
+  backend::TraceSink* trace_sink() noexcept override { return signpost_sink(); }
   bool is_built() const noexcept override { return true; }
   bool is_available() noexcept override {
     try {

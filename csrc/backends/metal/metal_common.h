@@ -150,8 +150,7 @@ using backend::random_supported;
 /// Queues (metal_queue.mm).
 std::unique_ptr<backend::Queue> make_queue(std::shared_ptr<DeviceShared> d, int priority);
 
-/// Installs the profiler's os_signpost sink (metal_signpost.mm); called when the backend is
-/// created.
-void install_signpost_sink();
+/// The os_signpost sink (metal_signpost.mm): the backend's trace_sink().
+backend::TraceSink* signpost_sink();
 
 }  // namespace mpsrt::metal

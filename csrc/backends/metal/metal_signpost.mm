@@ -1,7 +1,7 @@
 // The profiler's os_signpost sink: a session's command encodes and completions, marks and
 // ranges also go to os_signpost (subsystem "mpsrt", category PointsOfInterest), where
-// Instruments shows them. The core calls it through prof::PlatformSink; the metal backend
-// installs it when it is created, so it serves whichever backend a process runs.
+// Instruments shows them. The metal backend offers it as its backend::TraceSink, which the
+// runtime installs while it runs the metal backend.
 #import <Foundation/Foundation.h>
 #include <os/log.h>
 #include <os/signpost.h>
@@ -10,12 +10,11 @@
 #include <string_view>
 
 #include "backends/metal/metal_common.h"
-#include "core/profiler.h"
 
 namespace mpsrt::metal {
 namespace {
 
-class SignpostSink final : public detail::prof::PlatformSink {
+class SignpostSink final : public backend::TraceSink {
  public:
   SignpostSink() : log_(os_log_create("mpsrt", OS_LOG_CATEGORY_POINTS_OF_INTEREST)) {}
 
@@ -61,10 +60,10 @@ class SignpostSink final : public detail::prof::PlatformSink {
 
 }  // namespace
 
-void install_signpost_sink() {
+backend::TraceSink* signpost_sink() {
   // Never destroyed: threads may still trace while the process exits.
   static SignpostSink* const sink = new SignpostSink;
-  detail::prof::set_platform_sink(sink);
+  return sink;
 }
 
 }  // namespace mpsrt::metal
