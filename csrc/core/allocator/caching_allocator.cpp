@@ -326,119 +326,33 @@ size_t CachingAllocator::release_heaps(size_t target, bool large_only, const Con
   return released;
 }
 
-Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
-  Pool pool;
-  size_t size;
-  size_t heap_size;
-  const size_t max_buffer = max_buffer_;
-  if (MPSRT_UNLIKELY(nbytes > max_buffer)) {
-    {
-      std::lock_guard<SpinLock> lock(mu_);
-      emit(AllocEvent{AllocAction::Oom, 0, 0, nbytes});
-    }
-    throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
-              std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
-              human(max_buffer) + ")");
-  }
+SizeClass size_class(size_t nbytes) noexcept {
   if (nbytes <= kSmallRequest) {
-    pool = Pool::Small;
-    size = round_up(std::max<size_t>(nbytes, 1), kBlockAlign);
-    heap_size = kSmallHeap;
-  } else if (nbytes < kLargeRequest) {
-    pool = Pool::Large;
-    size = round_up(nbytes, kBlockAlign);
-    heap_size = kLargeHeap;
-  } else {
-    pool = Pool::Huge;
-    size = round_up(nbytes, kBlockAlign);  // the block: 512 B steps, like every pool
-    heap_size = round_up(nbytes, kHugeRound);
+    return {Pool::Small, round_up(std::max<size_t>(nbytes, 1), kBlockAlign), kSmallHeap};
   }
-  ContextPtr ctx;
-  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed)))
-    ctx = gather(HistoryContext::State);
+  // Blocks of every pool grow in 512 B steps; huge requests get heaps of their own size.
+  const size_t size = round_up(nbytes, kBlockAlign);
+  if (nbytes < kLargeRequest) return {Pool::Large, size, kLargeHeap};
+  return {Pool::Huge, size, round_up(nbytes, kHugeRound)};
+}
 
+// The fast path: the size class and a pop from its exact-size bin, under the lock; the ladder
+// of allocate_slow() otherwise.
+Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
+  if (MPSRT_UNLIKELY(nbytes > max_buffer_)) refuse_oversize(nbytes);
+  const SizeClass sc = size_class(nbytes);
+  Request r{sc, stream, sc.heap_size, false, {}};
+  if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
+    r.ctx = gather(HistoryContext::State);
+  }
   std::unique_lock<SpinLock> lock(mu_);
-  // Every rung of the ladder first looks for a cached block (exact-size bin, then best fit
-  // over everything merged), then for a new heap.
-  auto reuse = [&]() -> Block* {
-    Block* r = try_bin(size, stream);
-    if (r != nullptr) return r;
-    r = try_reuse(pool, size, stream);
-    if (r != nullptr || binned_.empty()) return r;
-    flush_bins();
-    return try_reuse(pool, size, stream);
-  };
-  const size_t plain_heap = heap_size;
-  bool limited = false;
-  auto new_heap = [&]() -> Block* {
-    Block* r = try_new_heap(pool, size, heap_size, stream, &limited, ctx);
-    if (r == nullptr && heap_size != plain_heap) {
-      // A consolidated heap did not fit the limit or the device: the request alone may.
-      r = try_new_heap(pool, size, plain_heap, stream, &limited, ctx);
-    }
-    return r;
-  };
-  Block* b = reuse();
-  if (b == nullptr) {
-    const uint64_t low =
-        low_ratio_ > 0.0 ? static_cast<uint64_t>(low_ratio_ * static_cast<double>(recommended_max_))
-                         : 0;
-    if (low != 0 && reserved_ + heap_size > low) {
-      release_heaps(reserved_ + heap_size - low, false,
-                    &ctx);  // collect cached heaps, oldest first
-    }
-    if (pool != Pool::Small) {
-      // Consolidate: wholly free large/huge heaps could not serve this request, so give them
-      // back and make one heap big enough for them and the request. Reserved grows by the
-      // request either way, but the next requests of other sizes then split one contiguous
-      // heap instead of finding none of the old heaps big enough.
-      const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true, &ctx);
-      if (freed != 0) heap_size = round_up(std::max(heap_size, freed + size), kHugeRound);
-    }
-    b = new_heap();
-  }
-  if (b == nullptr) {
-    emit(AllocEvent{AllocAction::Retry});
-    if (!reclaim_.empty()) {
-      std::vector<std::function<bool(size_t)>> fns;
-      for (auto& kv : reclaim_) fns.push_back(kv.second);
-      lock.unlock();
-      bool retry = false;
-      for (auto& fn : fns) {
-        try {
-          retry = fn(size) || retry;
-        } catch (const std::exception& ex) {
-          std::fprintf(stderr, "[allocator] a reclaim callback raised and was skipped: %s\n",
-                       ex.what());
-        }
-      }
-      lock.lock();
-      if (retry) {
-        b = reuse();
-        if (b == nullptr) b = new_heap();
-      }
-    }
-  }
-  if (b == nullptr) {  // free all cached
-    release_heaps(SIZE_MAX, false, &ctx);
-    b = reuse();
-    if (b == nullptr) b = new_heap();
-  }
-  if (b == nullptr) {  // synchronize and free all
-    lock.unlock();
-    device_.wait_idle();
-    lock.lock();
-    emit(AllocEvent{AllocAction::SyncAllStreams});
-    release_heaps(SIZE_MAX, false, &ctx);
-    b = reuse();
-    if (b == nullptr) b = new_heap();
-  }
-  if (b == nullptr) raise_oom(pool, size, plain_heap, limited);
+  Block* b = try_bin(r.sc.size, stream);
+  if (MPSRT_UNLIKELY(b == nullptr)) b = allocate_slow(r, lock);
   b->requested = nbytes;
   b->id = ++next_block_id_;
-  b->context = std::move(ctx);
+  b->context = std::move(r.ctx);
   AllocEvent e{AllocAction::Alloc};
-  e.pool = static_cast<int>(pool);
+  e.pool = static_cast<int>(r.sc.pool);
   e.address = b->address();
   e.size = b->size;
   e.requested = nbytes;
@@ -447,6 +361,101 @@ Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   e.context = &b->context;
   emit(e);
   return b;
+}
+
+void CachingAllocator::refuse_oversize(size_t nbytes) {
+  const size_t max_buffer = max_buffer_;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    emit(AllocEvent{AllocAction::Oom, 0, 0, nbytes});
+  }
+  throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
+            std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
+            human(max_buffer) + ")");
+}
+
+// The ladder: each rung frees or finds memory, then looks again for a cached block and for a
+// new heap; the first block found ends it. Called with mu_ held; the rungs that call out
+// (reclaim callbacks, waiting for the device) drop it meanwhile.
+Block* CachingAllocator::allocate_slow(Request& r, std::unique_lock<SpinLock>& lock) {
+  if (Block* b = reuse(r)) return b;
+  if (Block* b = grow(r)) return b;
+  emit(AllocEvent{AllocAction::Retry});
+  if (Block* b = after_reclaim_callbacks(r, lock)) return b;
+  release_heaps(SIZE_MAX, false, &r.ctx);  // free every cached heap
+  if (Block* b = reuse_or_new_heap(r)) return b;
+  lock.unlock();  // wait for every stream, then free every cached heap
+  device_.wait_idle();
+  lock.lock();
+  emit(AllocEvent{AllocAction::SyncAllStreams});
+  release_heaps(SIZE_MAX, false, &r.ctx);
+  if (Block* b = reuse_or_new_heap(r)) return b;
+  raise_oom(r.sc.pool, r.sc.size, r.plain_heap, r.limited);
+}
+
+// A cached block: the exact-size bin, then the best fit over every merged free block.
+Block* CachingAllocator::reuse(Request& r) {
+  Block* b = try_bin(r.sc.size, r.stream);
+  if (b != nullptr) return b;
+  b = try_reuse(r.sc.pool, r.sc.size, r.stream);
+  if (b != nullptr || binned_.empty()) return b;
+  flush_bins();
+  return try_reuse(r.sc.pool, r.sc.size, r.stream);
+}
+
+// A new heap of the request's heap size; if that (consolidated) size does not fit the limit or
+// the device, one of the request's plain heap size.
+Block* CachingAllocator::new_heap(Request& r) {
+  Block* b = try_new_heap(r.sc.pool, r.sc.size, r.sc.heap_size, r.stream, &r.limited, r.ctx);
+  if (b == nullptr && r.sc.heap_size != r.plain_heap) {
+    b = try_new_heap(r.sc.pool, r.sc.size, r.plain_heap, r.stream, &r.limited, r.ctx);
+  }
+  return b;
+}
+
+Block* CachingAllocator::reuse_or_new_heap(Request& r) {
+  Block* b = reuse(r);
+  return b != nullptr ? b : new_heap(r);
+}
+
+// No cached block fits: collect cached heaps down to the low watermark, consolidate the
+// wholly free large and huge heaps into the new one, and make it.
+Block* CachingAllocator::grow(Request& r) {
+  const uint64_t low =
+      low_ratio_ > 0.0 ? static_cast<uint64_t>(low_ratio_ * static_cast<double>(recommended_max_))
+                       : 0;
+  if (low != 0 && reserved_ + r.sc.heap_size > low) {
+    release_heaps(reserved_ + r.sc.heap_size - low, false, &r.ctx);  // oldest first
+  }
+  if (r.sc.pool != Pool::Small) {
+    // Wholly free large/huge heaps could not serve this request, so give them back and make
+    // one heap big enough for them and the request. Reserved grows by the request either way,
+    // but the next requests of other sizes then split one contiguous heap instead of finding
+    // none of the old heaps big enough.
+    const size_t freed = release_heaps(SIZE_MAX, /*large_only=*/true, &r.ctx);
+    if (freed != 0)
+      r.sc.heap_size = round_up(std::max(r.sc.heap_size, freed + r.sc.size), kHugeRound);
+  }
+  return new_heap(r);
+}
+
+// The reclaim callbacks (outside the lock), then one more look if any says it freed memory.
+Block* CachingAllocator::after_reclaim_callbacks(Request& r, std::unique_lock<SpinLock>& lock) {
+  if (reclaim_.empty()) return nullptr;
+  std::vector<std::function<bool(size_t)>> fns;
+  for (auto& kv : reclaim_) fns.push_back(kv.second);
+  lock.unlock();
+  bool retry = false;
+  for (auto& fn : fns) {
+    try {
+      retry = fn(r.sc.size) || retry;
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "[allocator] a reclaim callback raised and was skipped: %s\n",
+                   ex.what());
+    }
+  }
+  lock.lock();
+  return retry ? reuse_or_new_heap(r) : nullptr;
 }
 
 void CachingAllocator::raise_oom(Pool pool, size_t size, size_t heap_size, bool limited) {

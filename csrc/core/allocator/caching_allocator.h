@@ -64,6 +64,15 @@ constexpr size_t kSmallHeap = size_t(8) << 20;
 constexpr size_t kLargeRequest = size_t(10) << 20;
 constexpr size_t kLargeHeap = size_t(32) << 20;
 constexpr size_t kHugeRound = size_t(2) << 20;
+
+/// The pool, block size and (unconsolidated) heap size of a request of nbytes: the one place
+/// sizes are rounded.
+struct SizeClass {
+  Pool pool;
+  size_t size;
+  size_t heap_size;
+};
+SizeClass size_class(size_t nbytes) noexcept;
 constexpr size_t kMinLargeSplit = size_t(1) << 20;
 
 /// Work a stream must finish before a freed block may be reused elsewhere.
@@ -152,6 +161,23 @@ class CachingAllocator {
   void set_context_fn(ContextFn fn, HistoryContext level = HistoryContext::All);
 
  private:
+  // One allocate() call past the fast path: its size class, the heap size without
+  // consolidation, the stream, its history frames, and whether the limit refused a heap.
+  struct Request {
+    SizeClass sc;
+    StreamImpl& stream;
+    size_t plain_heap = 0;
+    bool limited = false;
+    ContextPtr ctx;
+  };
+  // The slow path's named steps (allocate_slow() runs them in order).
+  Block* allocate_slow(Request& r, std::unique_lock<SpinLock>& lock);
+  Block* reuse(Request& r);
+  Block* new_heap(Request& r);
+  Block* reuse_or_new_heap(Request& r);
+  Block* grow(Request& r);
+  Block* after_reclaim_callbacks(Request& r, std::unique_lock<SpinLock>& lock);
+  [[noreturn]] MPSRT_COLD void refuse_oversize(size_t nbytes);
   Block* try_reuse(Pool pool, size_t size, StreamImpl& stream);
   Block* try_bin(size_t size, StreamImpl& stream);
   Block*& bin_head(size_t size);
