@@ -341,18 +341,21 @@ SizeClass size_class(size_t nbytes) noexcept {
 Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
   if (MPSRT_UNLIKELY(nbytes > max_buffer_)) refuse_oversize(nbytes);
   const SizeClass sc = size_class(nbytes);
-  Request r{sc, stream, sc.heap_size, false, {}};
+  ContextPtr ctx;
   if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
-    r.ctx = gather(HistoryContext::State);
+    ctx = gather(HistoryContext::State);
   }
   std::unique_lock<SpinLock> lock(mu_);
-  Block* b = try_bin(r.sc.size, stream);
-  if (MPSRT_UNLIKELY(b == nullptr)) b = allocate_slow(r, lock);
+  Block* b = try_bin(sc.size, stream);
+  if (MPSRT_UNLIKELY(b == nullptr)) {
+    Request r{sc, stream, sc.heap_size, false, ctx};
+    b = allocate_slow(r, lock);
+  }
   b->requested = nbytes;
   b->id = ++next_block_id_;
-  b->context = std::move(r.ctx);
+  b->context = std::move(ctx);
   AllocEvent e{AllocAction::Alloc};
-  e.pool = static_cast<int>(r.sc.pool);
+  e.pool = static_cast<int>(sc.pool);
   e.address = b->address();
   e.size = b->size;
   e.requested = nbytes;

@@ -168,7 +168,7 @@ class CachingAllocator {
     StreamImpl& stream;
     size_t plain_heap = 0;
     bool limited = false;
-    ContextPtr ctx;
+    const ContextPtr& ctx;
   };
   // The slow path's named steps (allocate_slow() runs them in order).
   Block* allocate_slow(Request& r, std::unique_lock<SpinLock>& lock);
