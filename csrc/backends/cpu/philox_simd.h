@@ -217,20 +217,22 @@ struct Gen {
   }
   static void uniform_f32(float* out, uint64_t seed, uint64_t blk, uint64_t steps, float lo,
                           float span, bool aligned, bool nt) {
-    if (lo == 0.0f && span == 1.0f) {
-      run_mode<S>(out, seed, blk, steps, aligned, nt, F32Xf<S, false>{});
-    } else {
-      run_mode<S>(out, seed, blk, steps, aligned, nt,
-                  F32Xf<S, true>{S::set1_f(lo), S::set1_f(span)});
-    }
+    uniform<F32Xf>(out, seed, blk, steps, lo, span, aligned, nt, S::set1_f);
   }
   static void uniform_f64(double* out, uint64_t seed, uint64_t blk, uint64_t steps, double lo,
                           double span, bool aligned, bool nt) {
-    if (lo == 0.0 && span == 1.0) {
-      run_mode<S>(out, seed, blk, steps, aligned, nt, F64Xf<S, false>{});
+    uniform<F64Xf>(out, seed, blk, steps, lo, span, aligned, nt, S::set1_d);
+  }
+
+ private:
+  // low + span u through Xf, or u alone for [0, 1) (no affine step: the same bits).
+  template <template <class, bool> class Xf, class T, class Set1>
+  static void uniform(T* out, uint64_t seed, uint64_t blk, uint64_t steps, T lo, T span,
+                      bool aligned, bool nt, Set1 set1) {
+    if (lo == T(0) && span == T(1)) {
+      run_mode<S>(out, seed, blk, steps, aligned, nt, Xf<S, false>{});
     } else {
-      run_mode<S>(out, seed, blk, steps, aligned, nt,
-                  F64Xf<S, true>{S::set1_d(lo), S::set1_d(span)});
+      run_mode<S>(out, seed, blk, steps, aligned, nt, Xf<S, true>{set1(lo), set1(span)});
     }
   }
 };
