@@ -1,6 +1,6 @@
 // The profiler's recorder: sessions, per-thread bounded record buffers, ranges and marks, the
-// stream and allocator hooks, and the hook of a platform sink (PlatformSink: os_signpost, which
-// the metal backend installs).
+// stream and allocator hooks, and the hook of a platform sink (PlatformSink: os_signpost, the
+// metal backend's trace sink, which the runtime installs while that backend runs).
 #include "core/profiler.h"
 
 #include <pthread.h>
