@@ -8,10 +8,12 @@ are MPSRT_CPU_THREADS, on vulkan over Mesa's lavapipe they are LP_NUM_THREADS.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Callable, Optional
 
 import numpy as np
@@ -121,6 +123,19 @@ def _torch_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
     return "torch random_", t.random_
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to n for the block (the 1-thread rows compare 1 thread)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _mlx_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
     try:
         import mlx.core as mx
@@ -183,7 +198,18 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
             peer, fn = peer_of(kind, dtype, nbytes)
             if fn is None:
                 continue
-            theirs = _gbs(fn, nbytes, reps)
+            if peer_of is _torch_peer:
+                # torch with its default intra-op threads beside mpsrt's two; one beside one
+                import torch
+
+                default = f"{peer} ({torch.get_num_threads()} threads)"
+                rows.append(Row(AREA, f"{case}, 2 threads", two, "GB/s", default,
+                                _gbs(fn, nbytes, reps)))  # fmt: skip
+                with _torch_threads(1):
+                    theirs = _gbs(fn, nbytes, reps)
+                peer = f"{peer} (1 thread)"
+            else:
+                theirs = _gbs(fn, nbytes, reps)
             row = Row(AREA, f"{case}, 1 thread", one, "GB/s", peer, theirs)
             if primary and backend == "cpu" and peer_of is _numpy_peer:
                 row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
