@@ -166,7 +166,7 @@ def _memset_gbs(nbytes: int, repeats: int) -> float:
 
 
 def _bandwidth_rows(case: str, one: float, two: float, memset: float) -> list[Row]:
-    """uniform float32 beside the memset bandwidth of the same size (issue 18's goals)."""
+    """uniform float32 beside the memset bandwidth of the same size (the fill-bandwidth goals)."""
     note = "compute-bound where memset runs from the caches: Philox4x32-10 costs ~1 cycle/word"
     return [
         Row(AREA, f"{case}, 1 thread", one, "GB/s", "C memset", memset,
@@ -215,7 +215,7 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
                 row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
             if primary and backend == "cpu" and peer_of is _torch_peer:
                 row.goal, row.goal_met = ">= 5x torch", one >= 5 * theirs
-            if kind == "normal" and backend == "cpu":  # issue 18: the vectorised normal
+            if kind == "normal" and backend == "cpu":  # the vectorised normal's goals
                 ratio = {
                     ("float32", "numpy"): 10,
                     ("float32", "torch"): 5,

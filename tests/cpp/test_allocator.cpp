@@ -1192,7 +1192,7 @@ TEST_P(AllocatorTest, HistoryRecordsOutOfMemory) {
   mpsrt::set_per_process_memory_fraction(prev, 0);
 }
 
-// ------------------------------------------------------------------------------ issue 16
+// ------------------------------------------------------------------------------------------
 
 TEST_P(AllocatorTest, GetPerProcessMemoryFractionReadsWhatSetWrote) {
   const double prev = mpsrt::get_per_process_memory_fraction(0);

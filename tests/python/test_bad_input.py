@@ -263,7 +263,7 @@ case(
     "normal_() needs a floating-point Buffer, got uint8",
     "randn",
 )
-# Dtypes torch still refuses for an op (random_/randint take every dtype since issue 16;
+# Dtypes torch still refuses for an op (random_/randint take every dtype;
 # bernoulli_ every dtype but uint16/uint32/uint64): torch's NotImplementedError, which is
 # also a TypeError (the type these rows had before).
 for _dt in ("uint16", "uint32", "uint64"):

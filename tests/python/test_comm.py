@@ -394,7 +394,7 @@ def test_reduce_add_bad_inputs(three_devices) -> None:
 
 
 # ---------------------------------------------------------------- no-copy rule and out= forms
-# (issue 16: torch.cuda.comm's out= forms, their checks and texts, and its no-copy rule)
+# (torch.cuda.comm's out= forms, their checks and texts, and its no-copy rule)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1493,7 +1493,7 @@ def test_device_properties_compare_equal_for_the_same_device() -> None:
 
 
 # =========================================================================== Buffer views
-# (issue 16, "Buffer views": Buffer.view(offset, shape, dtype), buf[i], buf[a:b]; the same
+# ("Buffer views": Buffer.view(offset, shape, dtype), buf[i], buf[a:b]; the same
 # memory as the base, kept alive by the view, counted once, usable everywhere a Buffer is.)
 
 

@@ -335,7 +335,7 @@ def test_torch_byte_tensor_state() -> None:
         mpsrt.set_rng_state(st.to(torch.int32))
 
 
-# =========================================================================== issue 16: random
+# =========================================================================== random: every dtype
 # numbers on every dtype torch allows, Generator.clone_state. Each exact test computes the
 # expected values from the Philox words (randomgen) with the mapping of README's "Random
 # numbers" section, so it checks every backend bit for bit.
