@@ -3,7 +3,7 @@ mpsrt, copies, operators through the CPU-kernel fallback, the seed workload vs C
 
 Skipped (visibly) when torch is not installed; on a backend whose device memory is not
 host-visible the operator tests skip with that reason. The glue is compiled at the first
-`import mpsrt.torch` (torch's file lock makes xdist workers wait for one build).
+`import mpsrt.torch` (a file lock makes xdist workers wait for one build).
 """
 
 from __future__ import annotations
@@ -762,6 +762,107 @@ def test_import_torch_autoloads_the_device_unless_opted_out(backend: str) -> Non
         runs[autoload] = out.stdout.split()
     assert runs["1"] == ["mpsrt", "True", "True"]
     assert runs["0"] == ["privateuseone", "False", "False"]
+
+
+# The glue is loaded and initialised when its operators answer (on any backend, host-visible
+# device memory or not).
+_IMPORT_AND_USE = (
+    "import torch, mpsrt.torch\nprint(type(torch.ops.mpsrt_torch._fallback_counts()).__name__)\n"
+)
+
+
+def _cached_build_copy(tmp_path: Path) -> Path:
+    """A copy of this process's finished glue build under tmp_path (as TORCH_EXTENSIONS_DIR),
+    times kept, so that ninja finds the object file up to date."""
+    import shutil
+
+    from mpsrt.torch import _glue
+
+    src = _glue.build_directory()
+    dst = tmp_path / "mpsrt" / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _import_with_extensions_dir(root: Path, backend: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(root), "MPSRT_BACKEND": backend}
+    return subprocess.run(
+        [sys.executable, "-c", _IMPORT_AND_USE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("left", ["torch_lock", "library_cut_short", "builder_killed"])
+def test_a_build_killed_half_way_never_blocks_later_imports(
+    tmp_path: Path, left: str, backend: str
+) -> None:
+    # What a build killed half way (Ctrl-C, a CI timeout) leaves: torch's lock file, which
+    # torch's own loader waits on forever; a library cut short by the linker; the builders' lock
+    # held by a process that died. Each later import must still load a working glue.
+    from mpsrt.torch import _glue
+
+    d = _cached_build_copy(tmp_path)
+    lib = d / f"{d.name}.so"
+    (d / "lock").touch()  # torch's lock file, as a killed cpp_extension.load leaves it
+    if left == "library_cut_short":
+        with open(lib, "r+b") as f:
+            f.truncate(4096)
+    if left == "builder_killed":
+        (d / "mpsrt-build-stamp").unlink()  # the build never finished
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import filelock, sys, time\n"
+                f"lock = filelock.FileLock({str(d / 'mpsrt-build.lock')!r})\n"
+                "lock.acquire()\n"
+                "print('held', flush=True)\ntime.sleep(600)\n",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        holder.kill()
+        holder.communicate()
+    out = _import_with_extensions_dir(tmp_path, backend)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["list"]
+    assert _glue._is_built(d)
+    if left != "torch_lock":  # rebuilt: the stale lock file was cleared first
+        assert not (d / "lock").exists()
+
+
+def test_waiting_on_a_live_builder_ends_with_a_clear_error(tmp_path: Path) -> None:
+    from mpsrt.torch import _glue
+
+    d = tmp_path / "mpsrt" / "build"
+    d.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import filelock, sys, time\n"
+            f"lock = filelock.FileLock({str(d / 'mpsrt-build.lock')!r})\n"
+            "lock.acquire()\n"
+            "print('held', flush=True)\nsys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(
+            ImportError, match=r"\[torch\] waited 0.2 s for another process building"
+        ):
+            _glue._build(d, verbose=False, wait_seconds=0.2)
+        assert not _glue._is_built(d) and not list(d.glob("*.so"))
+    finally:
+        holder.communicate("")
+    assert holder.returncode == 0
 
 
 def test_accelerator_memory_info_and_capability(host_visible: None) -> None:
