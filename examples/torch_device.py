@@ -54,7 +54,8 @@ def main() -> None:
     diff = (on_dev - on_cpu).abs().max().item()
     print(f"seed workload: mpsrt {t_dev:.2f} s, torch cpu {t_cpu:.2f} s, max |diff| {diff:.3g}")
     assert diff <= 1e-4, diff
-    print(torch.mpsrt.memory_summary())
+    device_module = torch.get_device_module("mpsrt")  # torch.mpsrt
+    print(device_module.memory_summary())
 
     # One forward pass under the profiler and under the allocation history.
     model = build("mpsrt")
@@ -62,7 +63,7 @@ def main() -> None:
     mpsrt.profiler.start(mode="interval")
     with torch.no_grad():
         model(torch.zeros(1024, 512).to("mpsrt"))
-    torch.mpsrt.synchronize()
+    device_module.synchronize()
     mpsrt.profiler.stop()
     snapshot = mpsrt.memory._snapshot()
     mpsrt.memory._record_memory_history(enabled=None)
@@ -75,7 +76,7 @@ def main() -> None:
     from torch.cuda import _memory_viz
 
     html = out_dir / "torch_device_memory.html"
-    html.write_text(_memory_viz.trace_plot(snapshot))
+    html.write_text(_memory_viz.trace_plot(snapshot))  # type: ignore[no-untyped-call]
     print(f"memory snapshot: {pickled}, rendered by torch's viewer: {html}")
 
 

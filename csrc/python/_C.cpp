@@ -2,6 +2,7 @@
 // ValueError (nanobind's default), mpsrt::OutOfMemory -> mpsrt.OutOfMemoryError (a
 // RuntimeError), everything else -> RuntimeError.
 #include "python/bindings.h"
+#include "python/buffer.h"
 
 #include "mpsrt/api.h"
 #include "mpsrt/error.h"
@@ -14,7 +15,8 @@ NB_MODULE(_C, m) {
   mpsrt::python::init_device(m);
   mpsrt::python::init_stream(m);
   mpsrt::python::init_memory(m);
-  mpsrt::python::init_random(m);
+  nb::class_<mpsrt::python::PyBuffer> buffer = mpsrt::python::init_buffer(m);
+  mpsrt::python::init_random(m, buffer);
   mpsrt::python::init_c_api(m);
   nb::module_ profiler = m.def_submodule("_profiler", "The signpost profiler's native calls.");
   mpsrt::python::init_profiler(profiler);

@@ -22,8 +22,8 @@ Stream stream_of(nb::handle obj, const char* caller);
 
 void init_device(nb::module_& m);
 void init_stream(nb::module_& m);
+/// Memory statistics, limits, reclaim callbacks and allocation history (Buffer: buffer.h).
 void init_memory(nb::module_& m);
-void init_random(nb::module_& m);
 void init_profiler(nb::module_& m);
 void init_bench(nb::module_& m);
 /// The C API capsule mpsrt._C._c_api (c_api.cpp; include/mpsrt/c_api.h).

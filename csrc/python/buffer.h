@@ -16,8 +16,16 @@ struct DType {
   uint8_t bits;
 };
 
-/// The dtype named by a str, a numpy dtype or type, a torch dtype, or None (uint8).
-const DType& parse_dtype(nb::handle obj, const DType& dflt);
+inline size_t itemsize(const DType& d) {
+  return d.bits / 8;
+}
+
+/// The dtype of empty() without one: uint8.
+const DType& default_dtype();
+
+/// The bit pattern (little-endian, in the low itemsize bytes) of `value` (a bool, an int or a
+/// float) as dtype `d`, for fill_; TypeError / ValueError when it cannot be one.
+uint64_t fill_pattern(nb::handle value, const DType& d);
 
 /// Up to kMaxDims dimensions, stored inline (no allocation on the empty() path).
 struct Shape {
@@ -41,5 +49,17 @@ class PyBuffer {
   int exports = 0;  // live numpy / DLPack views
   nb::object base;  // the Buffer whose memory this one views (the first owner), or None
 };
+
+/// The Buffer a method was called on; a foreign `self` (Buffer.fill_(x)) is a TypeError that
+/// names `caller`.
+PyBuffer& buffer_self(nb::handle self, const char* caller);
+
+/// ValueError when the Buffer was freed; the runtime's check that it belongs to this process.
+void check_live(const PyBuffer& b);
+
+/// Binds Buffer and empty() (buffer.cpp); the random fills add their methods to the class
+/// (random.cpp).
+nb::class_<PyBuffer> init_buffer(nb::module_& m);
+void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer);
 
 }  // namespace mpsrt::python

@@ -79,7 +79,8 @@ void init_device(nb::module_& m) {
             const DeviceProperties& b = nb::cast<const DeviceProperties&>(other);
             return nb::bool_(props_key(a) == props_key(b));
           },
-          nb::arg("other").none(), "Equal when both describe the same device.")
+          nb::arg("other").none(), nb::sig("def __eq__(self, other: object) -> bool"),
+          "Equal when both describe the same device.")
       .def("__hash__", [](const DeviceProperties& p) { return nb::hash(nb::cast(props_key(p))); });
 
   m.def("is_available", &is_available, "True when the active backend has a device.");

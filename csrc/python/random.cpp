@@ -1,13 +1,18 @@
-// Bindings: Generator, default generators, random fills of Buffers.
+// Bindings: Generator, default generators, the random fills (methods of Buffer), and the
+// conversions of their arguments (seeds, states, numbers) that the module-level functions of
+// mpsrt.random share.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "mpsrt/generator.h"
 #include "mpsrt/stream.h"
+#include "python/args.h"
 #include "python/bindings.h"
 #include "python/buffer.h"
 
@@ -16,6 +21,27 @@ namespace mpsrt::python {
 namespace {
 
 using Spec = RandomSpec;
+using i128 = __int128;
+using BufferObject = nb::typed<nb::object, PyBuffer>;
+using GeneratorObject = nb::typed<nb::object, Generator>;
+
+// mpsrt._C.DTypeNotImplementedError: raised when an op cannot write a Buffer's dtype. Both a
+// NotImplementedError (torch raises that) and a TypeError (what it is).
+PyObject* g_dtype_error = nullptr;
+
+[[noreturn]] void dtype_not_implemented(const std::string& message) {
+  PyErr_SetString(g_dtype_error, message.c_str());
+  throw nb::python_error();
+}
+
+[[noreturn]] void not_implemented(const char* message) {
+  PyErr_SetString(PyExc_NotImplementedError, message);
+  throw nb::python_error();
+}
+
+std::string type_name_of(nb::handle h) {
+  return nb::type_name(h.type()).c_str();
+}
 
 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> state_array(const RngState& s) {
   auto* data = new uint8_t[kRngStateSize];
@@ -45,35 +71,297 @@ bool find_dtype(const std::string& name, Spec::DType* out) {
   return false;
 }
 
+// A Python int as a 128-bit integer, clamped to +-2^100 (every bound compared with is within
+// +-2^64, so a clamped value compares as the real one).
+i128 as_i128(nb::handle v) {
+  int overflow = 0;
+  const long long s = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow == 0) return s;
+  if (overflow < 0) return -(i128(1) << 100);
+  const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
+  if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    return i128(1) << 100;
+  }
+  return u;
+}
+
+// Fills `b` (the Python Buffer `self`) with op's numbers on the current stream; returns self.
+BufferObject fill(nb::handle self, PyBuffer& b, Spec spec, const Generator& gen) {
+  if (!find_dtype(b.dtype->name, &spec.dtype)) {
+    throw nb::value_error(
+        (std::string("random numbers cannot be written as ") + b.dtype->name).c_str());
+  }
+  check_live(b);
+  const uint64_t count = b.nbytes / itemsize(*b.dtype);
+  const Stream s = current_stream(b.device);
+  Generator g = gen;
+  {
+    nb::gil_scoped_release release;  // the stream's lock may be held by a committer
+    random_fill(b.buf, count, spec, g, s);
+  }
+  return BufferObject(nb::borrow(self));
+}
+
+// The Buffer a random method was called on, checked to be one the op can write.
+PyBuffer& fill_target(nb::handle self, Spec::Op op, const char* caller, const char* needs) {
+  PyBuffer& b = buffer_self(self, (std::string(caller) + "()").c_str());
+  Spec::DType d;
+  if (!find_dtype(b.dtype->name, &d) || !random_supported(op, d)) {
+    dtype_not_implemented(std::string(caller) + "() " + needs + b.dtype->name);
+  }
+  return b;
+}
+
+Generator& generator_self(nb::handle self, const char* caller) {
+  if (!nb::isinstance<Generator>(self)) {
+    type_error_got(std::string(caller) + " expected an mpsrt.Generator", self);
+  }
+  return nb::cast<Generator&>(self);
+}
+
+BufferObject random_(nb::handle self, IntArg low, std::optional<IntArg> high,
+                     OptGeneratorArg generator) {
+  PyBuffer& b = fill_target(self, Spec::Op::IntRange, "random_", "cannot write ");
+  Spec::DType d;
+  find_dtype(b.dtype->name, &d);
+  const RandomIntBounds bounds = random_int_bounds(d);
+  const nb::int_ lo_obj = low.get("low", "random_");
+  const nb::int_ hi_obj = high ? high->get("high", "random_") : nb::int_(bounds.max);
+  const i128 lo = as_i128(lo_obj), hi = as_i128(hi_obj);
+  const i128 two63 = i128(1) << 63, two64 = i128(1) << 64;
+  if (!(hi < lo || lo < -two63 || lo >= two63 || hi - lo >= two64)) {
+    // The core checks the rest (a non-empty range within the dtype).
+    Spec spec;
+    spec.op = Spec::Op::IntRange;
+    spec.low = static_cast<int64_t>(lo);
+    spec.range = static_cast<uint64_t>(hi - lo);
+    return fill(self, b, spec, generator.get(b.device, "random_"));
+  }
+  // Values the C++ API cannot carry (int64 low, uint64 range): refused here in its words.
+  const std::string l = nb::str(lo_obj).c_str(), h = nb::str(hi_obj).c_str();
+  if (hi < lo) {
+    throw nb::value_error(("random_(): expected low < high, got low=" + l + ", high=" + h).c_str());
+  }
+  if (lo < bounds.min || hi > i128(bounds.max)) {
+    throw nb::value_error(("random_(): [" + l + ", " + h + ") does not fit in " + b.dtype->name +
+                           " ([" + std::to_string(bounds.min) + ", " + std::to_string(bounds.max) +
+                           "))")
+                              .c_str());
+  }
+  throw nb::value_error(
+      ("random_(): [" + l + ", " + h + ") has 2**64 values; at most 2**64 - 1 are supported")
+          .c_str());
+}
+
 }  // namespace
 
-void init_random(nb::module_& m) {
+Event& EventArg::get(const char* caller) const {
+  if (!nb::isinstance<Event>(obj))
+    type_error_got(std::string(caller) + ": expected an mpsrt.Event", obj);
+  return nb::cast<Event&>(obj);
+}
+
+Event& OptEventArg::get(const char* caller) const {
+  if (!nb::isinstance<Event>(obj)) {
+    type_error_got(std::string(caller) + ": expected an mpsrt.Event or None", obj);
+  }
+  return nb::cast<Event&>(obj);
+}
+
+Generator OptGeneratorArg::get(int device, const char* caller) const {
+  if (obj.is_none()) return Generator::default_generator(device);
+  if (!nb::isinstance<Generator>(obj)) {
+    type_error_got(std::string(caller) + "(): generator must be an mpsrt.Generator or None", obj);
+  }
+  return nb::cast<Generator>(obj);
+}
+
+double FloatArg::get(const char* name, const char* caller) const {
+  static PyObject* np_number = [] {
+    nb::object numpy = nb::module_::import_("numpy");
+    return nb::make_tuple(numpy.attr("integer"), numpy.attr("floating")).release().ptr();
+  }();
+  const bool is_int = PyLong_Check(obj.ptr()) && !PyBool_Check(obj.ptr());
+  if (!is_int && !PyFloat_Check(obj.ptr())) {
+    const int numpy_number =
+        PyBool_Check(obj.ptr()) ? 0 : PyObject_IsInstance(obj.ptr(), np_number);
+    if (numpy_number < 0) throw nb::python_error();
+    if (numpy_number == 0) {
+      type_error_got(std::string(caller) + "(): " + name + " must be a number", obj);
+    }
+  }
+  const double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    // An int beyond the float range: not finite, as the core then says.
+    PyErr_Clear();
+    const int negative = PyObject_RichCompareBool(obj.ptr(), nb::int_(0).ptr(), Py_LT);
+    if (negative < 0) throw nb::python_error();
+    return negative ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
+  }
+  return v;
+}
+
+nb::int_ IntArg::get(const char* name, const char* caller) const {
+  if (PyBool_Check(obj.ptr())) {
+    throw nb::type_error(
+        (std::string(caller) + "(): " + name + " must be an int, got bool").c_str());
+  }
+  PyObject* index = PyNumber_Index(obj.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    type_error_got(std::string(caller) + "(): " + name + " must be an int", obj);
+  }
+  return nb::steal<nb::int_>(index);
+}
+
+uint64_t seed_value(nb::handle seed, const char* caller) {
+  if (PyBool_Check(seed.ptr())) {
+    throw nb::type_error((std::string(caller) + "() expected an int seed, got bool").c_str());
+  }
+  PyObject* index = PyNumber_Index(seed.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw nb::type_error(
+        (std::string(caller) + "() expected an int seed, got " + type_name_of(seed)).c_str());
+  }
+  const nb::int_ s = nb::steal<nb::int_>(index);
+  const i128 v = as_i128(s);
+  if (v < -(i128(1) << 63) || v >= (i128(1) << 64)) {
+    throw nb::value_error((std::string(caller) + "(): seed " + nb::str(s).c_str() +
+                           " is out of range: expected -2**63 <= seed < 2**64")
+                              .c_str());
+  }
+  return static_cast<uint64_t>(v);
+}
+
+nb::bytes state_bytes(nb::handle state, const char* caller) {
+  const std::string expected =
+      std::string(caller) +
+      "() expected a contiguous uint8 buffer of 44 bytes (bytes, a numpy uint8 array or a torch "
+      "ByteTensor), got ";
+  nb::bytes data;
+  const std::string module =
+      nb::cast<std::string>(nb::getattr(state.type(), "__module__", nb::str("")));
+  if (PyBytes_Check(state.ptr()) || PyByteArray_Check(state.ptr()) ||
+      PyMemoryView_Check(state.ptr())) {
+    data = nb::steal<nb::bytes>(PyBytes_FromObject(state.ptr()));
+  } else if (module == "numpy" && nb::hasattr(state, "__array_interface__")) {
+    const std::string dtype = nb::str(nb::object(state.attr("dtype"))).c_str();
+    if (dtype != "uint8") throw nb::type_error((expected + "a numpy array of " + dtype).c_str());
+    if (!nb::cast<bool>(state.attr("flags").attr("c_contiguous"))) {
+      throw nb::value_error(
+          (std::string(caller) + "(): the state array must be contiguous").c_str());
+    }
+    data = nb::borrow<nb::bytes>(state.attr("tobytes")());
+  } else if (module.rfind("torch", 0) == 0 && nb::hasattr(state, "dtype")) {
+    const std::string dtype = nb::str(nb::object(state.attr("dtype"))).c_str();
+    if (dtype != "torch.uint8") throw nb::type_error((expected + "a tensor of " + dtype).c_str());
+    data = nb::borrow<nb::bytes>(
+        state.attr("detach")().attr("cpu")().attr("contiguous")().attr("numpy")().attr(
+            "tobytes")());
+  } else {
+    throw nb::type_error((expected + type_name_of(state)).c_str());
+  }
+  if (data.size() != kRngStateSize) {
+    throw nb::value_error((std::string(caller) + "(): the state must be " +
+                           std::to_string(kRngStateSize) + " bytes, got " +
+                           std::to_string(data.size()))
+                              .c_str());
+  }
+  return data;
+}
+
+void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
+  nb::object bases =
+      nb::make_tuple(nb::handle(PyExc_NotImplementedError), nb::handle(PyExc_TypeError));
+  g_dtype_error = PyErr_NewExceptionWithDoc(
+      "mpsrt._C.DTypeNotImplementedError",
+      "A random op cannot write the Buffer's dtype: a NotImplementedError (as torch raises) and "
+      "a TypeError.",
+      bases.ptr(), nullptr);
+  if (g_dtype_error == nullptr) throw nb::python_error();
+  m.attr("DTypeNotImplementedError") = nb::handle(g_dtype_error);
+
   nb::class_<Generator>(m, "Generator", "A Philox4x32-10 generator: a (seed, offset) state.")
       .def(
           "__init__",
-          [](Generator* self, nb::handle device) {
-            new (self) Generator(device_arg(device, "Generator"));
-          },
+          [](Generator* self, DeviceArg device) { new (self) Generator(device.get("Generator")); },
           nb::arg("device") = nb::none())
       .def_prop_ro("device", &Generator::device)
       .def(
           "manual_seed",
-          [](nb::handle self, uint64_t seed) {
-            nb::cast<Generator&>(self).manual_seed(seed);
-            return nb::borrow(self);
+          [](nb::handle self, nb::handle seed) {
+            Generator& g = generator_self(self, "Generator.manual_seed()");
+            g.manual_seed(seed_value(seed, "Generator.manual_seed"));
+            return GeneratorObject(nb::borrow(self));
           },
-          nb::arg("seed"), "Sets the seed and resets the offset to 0; returns the generator.")
+          nb::arg("seed").none(), nb::sig("def manual_seed(self, seed: int) -> Generator"),
+          "Sets the seed (-2**63 <= seed < 2**64; negative seeds wrap, as torch's) and resets the "
+          "offset to 0; returns the generator.")
       .def("seed", &Generator::seed, "Seeds nondeterministically; returns the new seed.")
       .def("initial_seed", &Generator::initial_seed)
       .def("get_offset", &Generator::offset,
            "Philox blocks (128 bits each) used since the seed was set.")
-      .def("set_offset", &Generator::set_offset, nb::arg("offset"))
-      .def("clone_state", &Generator::clone_state,
-           "A new Generator on the same device with a copy of this one's state "
-           "(torch.Generator.clone_state()); the two then advance independently.")
+      .def(
+          "set_offset",
+          [](nb::handle self, nb::handle offset) {
+            Generator& g = generator_self(self, "Generator.set_offset()");
+            if (PyBool_Check(offset.ptr()) || !PyLong_Check(offset.ptr())) {
+              type_error_got("Generator.set_offset() expected an int", offset);
+            }
+            const i128 v = as_i128(offset);
+            if (v < 0 || v >= (i128(1) << 64)) {
+              throw nb::value_error(("Generator.set_offset(): offset " +
+                                     std::string(nb::str(offset).c_str()) +
+                                     " is out of range [0, 2**64)")
+                                        .c_str());
+            }
+            g.set_offset(static_cast<uint64_t>(v));
+          },
+          nb::arg("offset").none(), nb::sig("def set_offset(self, offset: int) -> None"),
+          "Sets the Philox offset (in 128-bit blocks), 0 <= offset < 2**64.")
+      .def(
+          "clone_state",
+          [](nb::handle self) {
+            return generator_self(self, "Generator.clone_state()").clone_state();
+          },
+          "A new Generator on the same device with a copy of this one's state "
+          "(torch.Generator.clone_state()); the two then advance independently.")
       .def(
           "get_state", [](const Generator& g) { return state_array(g.get_state()); },
           "The 44-byte state (torch.mps's layout) as a uint8 numpy array.")
+      .def(
+          "set_state",
+          [](nb::handle self, RngStateArg state) {
+            Generator& g = generator_self(self, "Generator.set_state()");
+            const nb::bytes data = state_bytes(state.obj, "Generator.set_state");
+            g.set_state(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+          },
+          nb::arg("new_state").none(),
+          nb::sig("def set_state(self, new_state: bytes | bytearray | memoryview | "
+                  "numpy.typing.NDArray[numpy.uint8]) -> None"),
+          "Restores a state from get_state().")
+      .def(
+          "graphsafe_get_state",
+          [](nb::handle self) -> GeneratorObject {
+            (void)generator_self(self, "Generator.graphsafe_get_state()");
+            not_implemented(
+                "graphsafe_get_state is not supported in this Generator: mpsrt has no graph "
+                "capture; use clone_state() or get_state()");
+          },
+          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).")
+      .def(
+          "graphsafe_set_state",
+          [](nb::handle self, const Generator&) {
+            (void)generator_self(self, "Generator.graphsafe_set_state()");
+            not_implemented(
+                "graphsafe_set_state is not supported in this Generator: mpsrt has no graph "
+                "capture; use set_state(other.get_state())");
+          },
+          nb::arg("state"),
+          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).")
       .def(
           "_set_state_bytes",
           [](Generator& g, nb::bytes data) {
@@ -83,31 +371,92 @@ void init_random(nb::module_& m) {
   m.def(
       "default_generator", [](int device) { return Generator::default_generator(device); },
       nb::arg("device") = -1);
+
+  buffer
+      .def(
+          "uniform_",
+          [](nb::handle self, FloatArg low, FloatArg high, OptGeneratorArg generator) {
+            PyBuffer& b = fill_target(self, Spec::Op::Uniform, "uniform_",
+                                      "needs a floating-point Buffer, got ");
+            Spec spec;
+            spec.op = Spec::Op::Uniform;
+            spec.a = low.get("low", "uniform_");
+            spec.b = high.get("high", "uniform_");
+            return fill(self, b, spec, generator.get(b.device, "uniform_"));
+          },
+          nb::arg("low").none() = 0.0, nb::arg("high").none() = 1.0,
+          nb::arg("generator") = nb::none(),
+          nb::sig("def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Generator | "
+                  "None = None) "
+                  "-> Buffer"),
+          "Fills with numbers uniform in [low, high), on the current stream.")
+      .def(
+          "normal_",
+          [](nb::handle self, FloatArg mean, FloatArg std, OptGeneratorArg generator) {
+            PyBuffer& b = fill_target(self, Spec::Op::Normal, "normal_",
+                                      "needs a floating-point Buffer, got ");
+            Spec spec;
+            spec.op = Spec::Op::Normal;
+            spec.a = mean.get("mean", "normal_");
+            spec.b = std.get("std", "normal_");
+            return fill(self, b, spec, generator.get(b.device, "normal_"));
+          },
+          nb::arg("mean").none() = 0.0, nb::arg("std").none() = 1.0,
+          nb::arg("generator") = nb::none(),
+          nb::sig("def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Generator | "
+                  "None = None) "
+                  "-> Buffer"),
+          "Fills with normal numbers of the given mean and standard deviation.")
+      .def("random_", &random_, nb::arg("low").none() = 0, nb::arg("high") = nb::none(),
+           nb::arg("generator") = nb::none(),
+           nb::sig("def random_(self, low: int = 0, high: int | None = None, generator: Generator "
+                   "| None = None) "
+                   "-> Buffer"),
+           "Fills with integers uniform in [low, high), written as the Buffer's dtype (every\n"
+           "dtype: integers, floats and bool, as torch's Tensor.random_). The default high is\n"
+           "torch's random_() range: the dtype's maximum + 1 for integers, 2**digits + 1 for\n"
+           "floats (every integer the dtype holds exactly), 2 for bool.")
+      .def(
+          "bernoulli_",
+          [](nb::handle self, FloatArg p, OptGeneratorArg generator) {
+            PyBuffer& b = fill_target(self, Spec::Op::Bernoulli, "bernoulli_", "cannot write ");
+            Spec spec;
+            spec.op = Spec::Op::Bernoulli;
+            spec.p = p.get("p", "bernoulli_");
+            return fill(self, b, spec, generator.get(b.device, "bernoulli_"));
+          },
+          nb::arg("p").none() = 0.5, nb::arg("generator") = nb::none(),
+          nb::sig(
+              "def bernoulli_(self, p: float = 0.5, generator: Generator | None = None) -> Buffer"),
+          "Fills with 1 with probability p, else 0.");
+
   m.def(
       "_random_fill",
-      [](PyBuffer& buf, const std::string& op, double a, double b, int64_t low, uint64_t range,
-         double p, Generator& gen) {
+      [](nb::handle buffer, const std::string& op, double a, double b, int64_t low, uint64_t range,
+         double p, OptGeneratorArg generator, const std::string& caller) {
+        PyBuffer& buf = buffer_self(buffer, (caller + "()").c_str());
         Spec spec;
         if (!find_op(op, &spec.op)) throw nb::value_error(("unknown random op " + op).c_str());
-        if (!find_dtype(buf.dtype->name, &spec.dtype)) {
-          throw nb::value_error(
-              (std::string("random numbers cannot be written as ") + buf.dtype->name).c_str());
-        }
         spec.a = a;
         spec.b = b;
         spec.low = low;
         spec.range = range;
         spec.p = p;
-        if (buf.nbytes != 0 && !buf.buf.defined()) {
-          throw nb::value_error("Buffer: this buffer was released (free()); allocate a new one");
-        }
-        uint64_t count = buf.nbytes / (buf.dtype->bits / 8);
-        const Stream s = current_stream(buf.device);
-        nb::gil_scoped_release release;  // the stream's lock may be held by a committer
-        random_fill(buf.buf, count, spec, gen, s);
+        return fill(buffer, buf, spec, generator.get(buf.device, caller.c_str()));
       },
-      nb::arg("buffer"), nb::arg("op"), nb::arg("a"), nb::arg("b"), nb::arg("low"),
-      nb::arg("range"), nb::arg("p"), nb::arg("generator"));
+      nb::arg("buffer"), nb::arg("op"), nb::arg("a") = 0.0, nb::arg("b") = 1.0, nb::arg("low") = 0,
+      nb::arg("range") = 1, nb::arg("p") = 0.5, nb::arg("generator") = nb::none(),
+      nb::arg("caller") = "_random_fill",
+      "The random fill by op name, with no checks of a, b, low, range and p beyond the core's "
+      "(random_bits() and the benchmarks); errors name caller.");
+  m.def("_seed_value", &seed_value, nb::arg("seed").none(), nb::arg("caller"),
+        nb::sig("def _seed_value(seed: int, caller: str) -> int"),
+        "seed as the 64-bit word generators take (-2**63 <= seed < 2**64; negative seeds wrap); "
+        "errors name caller.");
+  m.def("_rng_state_bytes", &state_bytes, nb::arg("state").none(), nb::arg("caller"),
+        nb::sig("def _rng_state_bytes(state: bytes | bytearray | memoryview | "
+                "numpy.typing.NDArray[numpy.uint8], caller: str) -> bytes"),
+        "A 44-byte generator state's bytes, checked; errors name caller.");
   m.def(
       "_random_supported",
       [](const std::string& op, const std::string& dtype) {

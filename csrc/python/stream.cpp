@@ -1,5 +1,6 @@
 // Bindings: Stream, Event, current/default streams.
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "mpsrt/device.h"
 #include "mpsrt/event.h"
 #include "mpsrt/stream.h"
+#include "python/args.h"
 #include "python/bindings.h"
 
 namespace mpsrt::python {
@@ -74,19 +76,19 @@ void init_stream(nb::module_& m) {
   nb::class_<Stream>(m, "Stream", "An in-order queue of work on a device.")
       .def(
           "__init__",
-          [](Stream* self, nb::handle device, nb::int_ priority) {
+          [](Stream* self, DeviceArg device, nb::int_ priority) {
             // Any int: like torch.cuda, priorities outside the classes clamp to the nearest one.
             const nb::int_ zero(0);
             const int below = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_LT);
             const int above = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_GT);
             if (below < 0 || above < 0) throw nb::python_error();
             const int p = below ? -1 : (above ? 1 : 0);
-            new (self) Stream(stream_from_pool(p, device_arg(device, "Stream")));
+            new (self) Stream(stream_from_pool(p, device.get("Stream")));
           },
           nb::arg("device") = nb::none(), nb::arg("priority") = 0,
           "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
       .def_static(
-          "priority_range", [] { return nb::make_tuple(1, -1); },
+          "priority_range", [] { return nb::typed<nb::tuple, int, int>(nb::make_tuple(1, -1)); },
           "(least, greatest) priority, as torch.cuda.Stream.priority_range(): lower numbers run "
           "first; priorities outside the range clamp to it.")
       .def("__enter__",
@@ -95,20 +97,22 @@ void init_stream(nb::module_& m) {
              const Stream s = stream_of(self, "Stream.__enter__()");
              const int prev_device = set_device(s.device());
              entered_streams().push_back({set_current_stream(s), prev_device});
-             return nb::borrow(self);
+             return nb::typed<nb::object, Stream>(nb::borrow(self));
            })
-      .def("__exit__",
-           [](nb::handle self, nb::args) {
-             (void)stream_of(self, "Stream.__exit__()");
-             auto& stack = entered_streams();
-             if (stack.empty()) {
-               throw std::runtime_error("[stream] __exit__ without a matching __enter__");
-             }
-             const auto [prev_stream, prev_device] = stack.back();
-             stack.pop_back();
-             set_current_stream(prev_stream);
-             set_device(prev_device);
-           })
+      .def(
+          "__exit__",
+          [](nb::handle self, nb::args) {
+            (void)stream_of(self, "Stream.__exit__()");
+            auto& stack = entered_streams();
+            if (stack.empty()) {
+              throw std::runtime_error("[stream] __exit__ without a matching __enter__");
+            }
+            const auto [prev_stream, prev_device] = stack.back();
+            stack.pop_back();
+            set_current_stream(prev_stream);
+            set_device(prev_device);
+          },
+          nb::sig("def __exit__(self, *args: object) -> None"))
       .def_prop_ro("device", &Stream::device)
       .def_prop_ro("device_index", &Stream::device)
       .def_prop_ro("stream_id", &Stream::id)
@@ -118,41 +122,36 @@ void init_stream(nb::module_& m) {
            "Waits for the stream's work; raises RuntimeError if a command failed.")
       .def(
           "wait_event",
-          [](Stream& s, nb::handle e) {
-            if (!nb::isinstance<Event>(e)) {
-              type_error_got("wait_event(): expected an mpsrt.Event", e);
-            }
-            Event& ev = nb::cast<Event&>(e);
+          [](Stream& s, EventArg e) {
+            Event& ev = e.get("wait_event()");
             nb::gil_scoped_release release;  // may commit the recording stream
             s.wait_event(ev);
           },
           nb::arg("event"), "Later work on this stream waits (on the device) for the event.")
       .def(
           "wait_stream",
-          [](Stream& s, nb::handle other) {
-            const Stream o = stream_of(other, "wait_stream()");
+          [](Stream& s, StreamArg other) {
+            const Stream o = other.get("wait_stream()");
             nb::gil_scoped_release release;  // commits `other`
             s.wait_stream(o);
           },
-          nb::arg("stream").none(), "Later work on this stream waits for `stream`'s work so far.")
+          nb::arg("stream").none(), nb::sig("def wait_stream(self, stream: Stream) -> None"),
+          "Later work on this stream waits for `stream`'s work so far.")
       .def(
           "record_event",
-          [](Stream& s, nb::handle e) -> nb::object {
+          [](Stream& s, OptEventArg e) -> nb::typed<nb::object, Event> {
             if (e.is_none()) {
               Event ev;
               ev.record(s);
-              return nb::cast(std::move(ev));
+              return nb::typed<nb::object, Event>(nb::cast(std::move(ev)));
             }
-            if (!nb::isinstance<Event>(e)) {
-              type_error_got("record_event(): expected an mpsrt.Event or None", e);
-            }
-            nb::cast<Event&>(e).record(s);
-            return nb::borrow(e);
+            e.get("record_event()").record(s);
+            return nb::typed<nb::object, Event>(nb::borrow(e.obj));
           },
           nb::arg("event") = nb::none(), "Records an event (a new one when None) and returns it.")
       .def(
           "add_callback",
-          [](Stream& s, nb::callable fn) {
+          [](Stream& s, nb::typed<nb::callable, void()> fn) {
             PyCallback cb(std::move(fn));
             // Committing may wait on back-pressure for earlier callbacks, which need the GIL.
             nb::gil_scoped_release release;
@@ -190,9 +189,9 @@ void init_stream(nb::module_& m) {
           "for MPSRT_CPU_SPIN_US, then sleeps, in both modes.")
       .def(
           "record",
-          [](Event& e, nb::handle stream) {
+          [](Event& e, OptStreamArg stream) {
             const Stream s = stream.is_none() ? current_stream(e.device() < 0 ? -1 : e.device())
-                                              : stream_of(stream, "Event.record()");
+                                              : stream.get("Event.record()");
             nb::gil_scoped_release release;  // the stream's lock may be held by a committer
             e.record(s);
           },
@@ -200,12 +199,12 @@ void init_stream(nb::module_& m) {
           "Marks the point after the stream's work so far (default: the current stream).")
       .def(
           "wait",
-          [](const Event& e, nb::handle stream) {
+          [](const Event& e, OptStreamArg stream) {
             if (stream.is_none()) {
               nb::gil_scoped_release release;  // may commit the recording stream
               e.wait();
             } else {
-              const Stream s = stream_of(stream, "Event.wait()");
+              const Stream s = stream.get("Event.wait()");
               nb::gil_scoped_release release;
               e.wait(s);
             }
@@ -218,20 +217,17 @@ void init_stream(nb::module_& m) {
            "Waits on the host for the last record.")
       .def(
           "elapsed_time",
-          [](const Event& e, nb::handle end) {
-            if (!nb::isinstance<Event>(end)) {
-              type_error_got("elapsed_time(): expected an mpsrt.Event", end);
-            }
-            const Event& last = nb::cast<const Event&>(end);
+          [](const Event& e, EventArg end) {
+            const Event& last = end.get("elapsed_time()");
             nb::gil_scoped_release release;  // waits for both events to complete
             return e.elapsed_time(last);
           },
           nb::arg("end_event"), "Milliseconds from this event to end_event (device timestamps).")
       .def_prop_ro("enable_timing", &Event::enable_timing)
       .def_prop_ro("device",
-                   [](const Event& e) -> nb::object {
-                     if (e.device() < 0) return nb::none();
-                     return nb::int_(e.device());
+                   [](const Event& e) -> std::optional<int> {
+                     if (e.device() < 0) return std::nullopt;
+                     return e.device();
                    })
       .def_prop_ro("event_id", &Event::id)
       .def("__repr__", [](const Event& e) {

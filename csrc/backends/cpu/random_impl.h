@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "backends/backend.h"
+#include "mpsrt/half.h"
 
 namespace mpsrt::cpu {
 namespace {
@@ -74,39 +75,12 @@ inline uint32_t f32_bits(float f) {
   return x;
 }
 
-/// IEEE binary16 bits of f, rounded to nearest even (overflow to infinity, NaN kept quiet).
+/// float32 -> float16 / bfloat16 bits: the runtime's one conversion (mpsrt/half.h).
 inline uint16_t f32_to_f16(float f) {
-  const uint32_t x = f32_bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) {  // inf, nan
-    return static_cast<uint16_t>(sign | 0x7c00u |
-                                 (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
-  }
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
-  if (ax < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
-    const uint32_t e = ax >> 23;
-    if (e < 102) return static_cast<uint16_t>(sign);  // below 2^-25 (or a tie at it): zero
-    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // 14 .. 24
-    uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  const uint32_t r = ax - (112u << 23);  // rebias 127 -> 15
-  uint32_t q = r >> 13;
-  const uint32_t rem = r & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) ++q;
-  return static_cast<uint16_t>(sign | q);
+  return float_to_half_bits(f);
 }
-
-/// bfloat16 bits of f, rounded to nearest even (NaN kept quiet).
 inline uint16_t f32_to_bf16(float f) {
-  const uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  return float_to_bfloat16_bits(f);
 }
 
 /// Generic loop: element e of [first, first + n) is f(words wpe * e .. wpe * e + wpe - 1).

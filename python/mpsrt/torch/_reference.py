@@ -31,6 +31,9 @@ class cpu_reference_rng(TorchDispatchMode):
     (training with dropout included). Ops with an explicit ``generator=`` are left alone.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+
     def __torch_dispatch__(
         self,
         func: Callable[..., Any],
