@@ -247,14 +247,6 @@ class Device {
   virtual void end_capture() {}
 };
 
-/// Settings the core passes down (the backend reads no environment itself).
-struct BackendConfig {
-  int cpu_devices = 1;           ///< cpu: number of virtual devices
-  int64_t cpu_spin_ns = 50000;   ///< cpu: how long a waiting thread spins before it parks
-  std::string cpu_isa = "auto";  ///< cpu: "auto", "avx512", "avx2" or "scalar"
-  int cpu_threads = 0;           ///< cpu: threads per kernel (0: the cores, at most 8)
-};
-
 /// A platform's own tracing tool (os_signpost for Instruments, offered by the metal backend)
 /// that gets a profiler session's signposts too: command encodes and completions, marks and
 /// ranges. A method per signpost, because such tools want each name and format as a string
@@ -276,13 +268,12 @@ class TraceSink {
 };
 
 /// A device API. One static instance per backend; open devices are owned by the core.
+/// A backend reads no environment: one with settings of its own declares them in its own
+/// header (cpu/cpu_backend.h: CpuConfig), which the core fills from its options.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const noexcept = 0;
-  /// Applies settings; called by the core before any device is opened. Throws
-  /// std::invalid_argument for a setting this machine cannot honour.
-  virtual void configure(const BackendConfig& config) { (void)config; }
   /// True when the backend was compiled in.
   virtual bool is_built() const noexcept = 0;
   /// True when it works on this machine (a driver and at least one device). Never throws.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "core/access.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/format.h"
 #include "core/runtime.h"
@@ -313,7 +314,7 @@ const char* caller_of(RandomSpec::Op op) noexcept {
 [[noreturn]] MPSRT_COLD void bad_fill_target(const Buffer& buffer, uint64_t count,
                                              const RandomSpec& spec, const Generator& generator,
                                              const Stream& stream) {
-  if (generator.impl() == nullptr) {
+  if (detail::Access::impl(generator) == nullptr) {
     detail::throw_invalid("[random] the Generator is empty (moved from); use a live Generator");
   }
   if (!buffer.defined()) detail::throw_invalid("[random] the buffer is empty or released");
@@ -345,7 +346,9 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   if (MPSRT_UNLIKELY(!spec_ok(spec))) bad_spec(spec);
   if (count == 0) return;
   const size_t elem = backend::random_element_size(static_cast<backend::RandomDType>(spec.dtype));
-  if (MPSRT_UNLIKELY(generator.impl() == nullptr || !buffer.defined() || stream.impl() == nullptr ||
+  detail::GeneratorImpl* const gen = detail::Access::impl(generator);
+  detail::StreamImpl* const s = detail::Access::impl(stream);
+  if (MPSRT_UNLIKELY(gen == nullptr || !buffer.defined() || s == nullptr ||
                      generator.device() != buffer.device() || buffer.device() != stream.device() ||
                      count > buffer.nbytes() / elem)) {
     bad_fill_target(buffer, count, spec, generator, stream);
@@ -361,9 +364,9 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   p.low = spec.low;
   p.range = spec.range;
   p.threshold = philox::bernoulli_threshold(spec.p);
-  if (stream.impl() != buffer.block()->stream) buffer.record_stream(stream);
-  const backend::BufferRef ref{buffer.block()->heap->heap.get(),
-                               buffer.block()->offset + buffer.offset()};
+  const detail::Block* const block = detail::Access::block(buffer);
+  if (s != block->stream) buffer.record_stream(stream);
+  const backend::BufferRef ref{block->heap->heap.get(), block->offset + buffer.offset()};
   // The counter range is reserved under the stream's lock, in encode order: two threads
   // encoding on one stream get the blocks in the order their commands run.
   using detail::prof::Op;
@@ -371,8 +374,8 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
                                 Op::Bernoulli};
   const detail::prof::OpDesc desc{kOps[static_cast<size_t>(p.op)], buffer.nbytes(),
                                   buffer.address()};
-  stream.impl()->encode(desc, [&](backend::CommandBuffer& cb) {
-    const auto [seed, first] = generator.impl()->reserve(backend::random_words(p));
+  s->encode(desc, [&](backend::CommandBuffer& cb) {
+    const auto [seed, first] = gen->reserve(backend::random_words(p));
     p.seed = seed;
     p.offset = first;
     cb.random(ref, p);

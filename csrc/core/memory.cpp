@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/access.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
@@ -37,7 +38,7 @@ Buffer::Buffer(size_t nbytes, const Stream& stream) {
   if (nbytes == 0) return;
   DeviceContext& d = device_of(stream);
   alloc_ = &d.allocator();
-  block_ = alloc_->allocate(nbytes, *stream.impl());
+  block_ = alloc_->allocate(nbytes, *detail::Access::impl(stream));
   nbytes_ = nbytes;
 }
 
@@ -115,7 +116,7 @@ int Buffer::device() const noexcept {
   return block_ ? block_->stream->device_index() : -1;
 }
 Stream Buffer::stream() const noexcept {
-  return Stream(block_ ? block_->stream : nullptr);
+  return detail::Access::make_stream(block_ ? block_->stream : nullptr);
 }
 uint64_t Buffer::address() const noexcept {
   return block_ ? block_->address() + offset_ : 0;
@@ -136,7 +137,7 @@ void Buffer::record_stream(const Stream& stream) {
                           std::to_string(stream.device()) + " but the buffer on device " +
                           std::to_string(device()) + "; use a stream of the buffer's device");
   }
-  alloc_->record_stream(block_, *stream.impl());
+  alloc_->record_stream(block_, *detail::Access::impl(stream));
 }
 
 void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream) {
@@ -153,13 +154,13 @@ void Buffer::fill(uint64_t pattern, unsigned pattern_size, const Stream& stream)
                           std::to_string(device()) + "; use a stream of the buffer's device");
   }
   // A command on another stream makes that stream a user of the memory (cross-stream safety).
-  if (stream.impl() != block_->stream) record_stream(stream);
+  detail::StreamImpl* const s = detail::Access::impl(stream);
+  if (s != block_->stream) record_stream(stream);
   const size_t n = nbytes_ / pattern_size * pattern_size;
   if (n == 0) return;
   backend::BufferRef ref{block_->heap->heap.get(), block_->offset + offset_};
-  stream.impl()->encode({detail::prof::Op::Fill, n, address()}, [&](backend::CommandBuffer& cb) {
-    cb.fill(ref, n, pattern, pattern_size);
-  });
+  s->encode({detail::prof::Op::Fill, n, address()},
+            [&](backend::CommandBuffer& cb) { cb.fill(ref, n, pattern, pattern_size); });
 }
 
 void Buffer::copy_from(const Buffer& src, const Stream& stream) {
@@ -175,13 +176,14 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   if (src.device() != device() || stream.device() != device()) {
     detail::throw_invalid("[buffer] copy_: source, destination and stream must be on one device");
   }
-  if (stream.impl() != block_->stream) record_stream(stream);
-  if (stream.impl() != src.block_->stream) src.alloc_->record_stream(src.block_, *stream.impl());
+  detail::StreamImpl* const on = detail::Access::impl(stream);
+  if (on != block_->stream) record_stream(stream);
+  if (on != src.block_->stream) src.alloc_->record_stream(src.block_, *on);
   backend::BufferRef d{block_->heap->heap.get(), block_->offset + offset_};
   backend::BufferRef s{src.block_->heap->heap.get(), src.block_->offset + src.offset_};
   const size_t n = nbytes();
-  stream.impl()->encode({detail::prof::Op::Copy, n, address()},
-                        [&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
+  on->encode({detail::prof::Op::Copy, n, address()},
+             [&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
 }
 
 void Buffer::copy_from_host(const void* src, size_t n) {

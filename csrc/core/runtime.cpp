@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
@@ -264,12 +265,14 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
                 "used in a forked child; start workers with multiprocessing's 'spawn' (or "
                 "'forkserver') method, or set MPSRT_BACKEND=cpu in the child");
   }
-  backend::BackendConfig cfg;
-  cfg.cpu_devices = options_.cpu_devices;
-  cfg.cpu_spin_ns = options_.cpu_spin_us * 1000;
-  cfg.cpu_isa = options_.cpu_isa;
-  cfg.cpu_threads = options_.cpu_threads;
-  backend_->configure(cfg);
+  if (backend_ == &backend::cpu_backend()) {
+    cpu::CpuConfig cfg;
+    cfg.devices = options_.cpu_devices;
+    cfg.spin_ns = options_.cpu_spin_us * 1000;
+    cfg.isa = options_.cpu_isa;
+    cfg.threads = options_.cpu_threads;
+    cpu::configure(cfg);
+  }
   device_count_ = backend_->device_count();
   // The backend's platform tracing (os_signpost on metal) while this runtime runs.
   if (backend::TraceSink* sink = backend_->trace_sink()) prof::set_platform_sink(sink);

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <string>
 
+#include "core/access.h"
 #include "core/event.h"
 #include "core/runtime.h"
 #include "core/stream.h"
@@ -77,21 +78,21 @@ void Stream::wait_stream(const Stream& other) {
 }
 
 Stream default_stream(int device) {
-  return Stream(&Runtime::get().device(device).default_stream());
+  return detail::Access::make_stream(&Runtime::get().device(device).default_stream());
 }
 
 Stream current_stream(int device) {
-  return Stream(&Runtime::get().device(device).current_stream());
+  return detail::Access::make_stream(&Runtime::get().device(device).current_stream());
 }
 
 Stream set_current_stream(const Stream& stream) {
   stream.check_owner();
   detail::DeviceContext& d = Runtime::get().device(stream.device());
-  return Stream(&d.set_current_stream(*stream.impl()));
+  return detail::Access::make_stream(&d.set_current_stream(*detail::Access::impl(stream)));
 }
 
 Stream stream_from_pool(int priority, int device) {
-  return Stream(&Runtime::get().device(device).pool_stream(priority));
+  return detail::Access::make_stream(&Runtime::get().device(device).pool_stream(priority));
 }
 
 // ---------------------------------------------------------------- Event
@@ -117,7 +118,7 @@ void Event::record(const Stream& stream) {
   if (!impl_) {
     impl_ = std::make_unique<detail::EventImpl>(Runtime::get().device(stream.device()), timing_);
   }
-  impl_->record(*stream.impl());
+  impl_->record(*detail::Access::impl(stream));
 }
 
 void Event::record() {
@@ -127,7 +128,7 @@ void Event::record() {
 void Event::wait(const Stream& stream) const {
   stream.check_owner();
   check_event_owner(impl_.get());
-  if (impl_) impl_->wait(*stream.impl());
+  if (impl_) impl_->wait(*detail::Access::impl(stream));
 }
 
 void Event::wait() const {

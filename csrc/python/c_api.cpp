@@ -47,11 +47,12 @@ Buffer* buf(MpsrtBuffer* b) {
 const Buffer* buf(const MpsrtBuffer* b) {
   return reinterpret_cast<const Buffer*>(b);
 }
-detail::StreamImpl* impl(MpsrtStream* s) {
-  return reinterpret_cast<detail::StreamImpl*>(s);
+// A stream handle is the Stream's opaque handle() value, as a pointer.
+Stream stream_of_handle(MpsrtStream* s) {
+  return Stream::from_handle(reinterpret_cast<uintptr_t>(s));
 }
 MpsrtStream* handle(const Stream& s) {
-  return reinterpret_cast<MpsrtStream*>(s.impl());
+  return reinterpret_cast<MpsrtStream*>(s.handle());
 }
 Event* ev(MpsrtEvent* e) {
   return reinterpret_cast<Event*>(e);
@@ -120,13 +121,13 @@ const MpsrtCApi kApi = {
     },
     [](MpsrtBuffer* b) noexcept { delete buf(b); },
     [](MpsrtBuffer* b, MpsrtStream* s) noexcept {
-      return guarded([&] { buf(b)->record_stream(Stream(impl(s))); });
+      return guarded([&] { buf(b)->record_stream(stream_of_handle(s)); });
     },
     [](MpsrtBuffer* b, size_t offset, size_t nbytes, uint64_t pattern, unsigned pattern_size,
        MpsrtStream* s) noexcept {
       return guarded([&] {
         Buffer v = buf(b)->view(offset, nbytes);
-        v.fill(pattern, pattern_size, Stream(impl(s)));
+        v.fill(pattern, pattern_size, stream_of_handle(s));
       });
     },
     [](MpsrtBuffer* dst, size_t dst_offset, const MpsrtBuffer* src, size_t src_offset,
@@ -134,7 +135,7 @@ const MpsrtCApi kApi = {
       return guarded([&] {
         Buffer d = buf(dst)->view(dst_offset, nbytes);
         Buffer v = buf(src)->view(src_offset, nbytes);
-        d.copy_from(v, Stream(impl(s)));
+        d.copy_from(v, stream_of_handle(s));
       });
     },
     [](int device, void (*visit)(void*, const char*, int64_t), void* ctx) noexcept {
@@ -161,15 +162,15 @@ const MpsrtCApi kApi = {
     },
     [](MpsrtStream* s) noexcept -> MpsrtStream* {
       MpsrtStream* prev = nullptr;
-      guarded([&] { prev = handle(set_current_stream(Stream(impl(s)))); });
+      guarded([&] { prev = handle(set_current_stream(stream_of_handle(s))); });
       return prev;
     },
-    [](MpsrtStream* s) noexcept -> int { return Stream(impl(s)).device(); },
-    [](MpsrtStream* s) noexcept -> int { return Stream(impl(s)).priority(); },
-    [](MpsrtStream* s) noexcept { return guarded([&] { Stream(impl(s)).synchronize(); }); },
+    [](MpsrtStream* s) noexcept -> int { return stream_of_handle(s).device(); },
+    [](MpsrtStream* s) noexcept -> int { return stream_of_handle(s).priority(); },
+    [](MpsrtStream* s) noexcept { return guarded([&] { stream_of_handle(s).synchronize(); }); },
     [](MpsrtStream* s) noexcept -> int {
       bool done = false;
-      auto st = guarded([&] { done = Stream(impl(s)).query(); });
+      auto st = guarded([&] { done = stream_of_handle(s).query(); });
       return query_to_int(st, done);
     },
     // events
@@ -178,10 +179,10 @@ const MpsrtCApi kApi = {
     },
     [](MpsrtEvent* e) noexcept { delete ev(e); },
     [](MpsrtEvent* e, MpsrtStream* s) noexcept {
-      return guarded([&] { ev(e)->record(Stream(impl(s))); });
+      return guarded([&] { ev(e)->record(stream_of_handle(s)); });
     },
     [](MpsrtEvent* e, MpsrtStream* s) noexcept {
-      return guarded([&] { ev(e)->wait(Stream(impl(s))); });
+      return guarded([&] { ev(e)->wait(stream_of_handle(s)); });
     },
     [](MpsrtEvent* e) noexcept -> int {
       bool done = false;
@@ -256,7 +257,7 @@ const MpsrtCApi kApi = {
         rs.p = spec->p;
         Buffer v = buf(b)->view(offset, buf(b)->nbytes() - std::min(offset, buf(b)->nbytes()));
         Generator g2 = gen(g, buf(b)->device());
-        random_fill(v, count, rs, g2, Stream(impl(s)));
+        random_fill(v, count, rs, g2, stream_of_handle(s));
       });
     },
     [](int op, int dtype) noexcept -> int {
@@ -282,7 +283,7 @@ const MpsrtCApi kApi = {
     // profiler
     []() noexcept -> int64_t { return profiler::host_op_begin(); },
     [](const char* name, MpsrtStream* s, int64_t begin) noexcept {
-      guarded([&] { profiler::host_op_end(name ? name : "", Stream(impl(s)), begin); });
+      guarded([&] { profiler::host_op_end(name ? name : "", stream_of_handle(s), begin); });
     },
     [](const MpsrtBuffer* b) noexcept { return guarded([&] { buf(b)->check_owner(); }); },
     [](int device, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {

@@ -165,10 +165,7 @@ void init_stream(nb::module_& m) {
            [](const Stream& a, nb::handle b) {
              return nb::isinstance<Stream>(b) && nb::cast<Stream>(b) == a;
            })
-      .def("__hash__",
-           [](const Stream& s) {
-             return std::hash<const void*>()(static_cast<const void*>(s.impl()));
-           })
+      .def("__hash__", [](const Stream& s) { return std::hash<uintptr_t>()(s.handle()); })
       .def("__repr__", &stream_repr);
 
   event

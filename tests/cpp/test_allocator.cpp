@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/access.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/runtime.h"
 #include "core/stream.h"
@@ -63,7 +64,7 @@ mpsrt::detail::CachingAllocator& allocator() {
 }
 
 StreamImpl& default_impl() {
-  return *mpsrt::default_stream(0).impl();
+  return *mpsrt::detail::Access::impl(mpsrt::default_stream(0));
 }
 
 int64_t stat(const std::string& key) {
@@ -77,16 +78,16 @@ int64_t stat(const std::string& key) {
 }
 
 size_t block_size(const Buffer& b) {
-  return b.block()->size;
+  return mpsrt::detail::Access::block(b)->size;
 }
 size_t heap_size(const Buffer& b) {
-  return b.block()->heap->size;
+  return mpsrt::detail::Access::block(b)->heap->size;
 }
 uint64_t heap_base(const Buffer& b) {
-  return b.block()->heap->base;
+  return mpsrt::detail::Access::block(b)->heap->base;
 }
 Pool pool_of(const Buffer& b) {
-  return b.block()->pool;
+  return mpsrt::detail::Access::block(b)->pool;
 }
 
 // The allocator's byte formatting ("300.00 MiB", "512 B"), to find figures in messages.
@@ -961,7 +962,7 @@ TEST_P(AllocatorTest, StatsFollowAModel) {
 // ------------------------------------------------------------------------------ stream order
 
 TEST_P(AllocatorTest, AHeapWithQueuedWorkIsNotReleasedUntilTheWorkIsDone) {
-  StreamImpl* other = mpsrt::stream_from_pool(0, 0).impl();
+  StreamImpl* other = mpsrt::detail::Access::impl(mpsrt::stream_from_pool(0, 0));
   const uint64_t driver0 = mpsrt::driver_allocated_memory(0);
   StreamGate gate;
   gate.block(default_impl());
@@ -978,7 +979,7 @@ TEST_P(AllocatorTest, AHeapWithQueuedWorkIsNotReleasedUntilTheWorkIsDone) {
   b.reset();
   // Another stream must not get it while the default stream's work is pending.
   {
-    Buffer c(12 * kMiB, mpsrt::Stream(other));
+    Buffer c(12 * kMiB, mpsrt::detail::Access::make_stream(other));
     EXPECT_NE(c.address(), at) << "a block with pending work was handed to another stream";
   }
   // Nor may the heap go back to the driver: not by empty_cache, not by the cache limit.
@@ -1003,8 +1004,8 @@ TEST_P(AllocatorTest, AHeapWithQueuedWorkIsNotReleasedUntilTheWorkIsDone) {
 }
 
 TEST_P(AllocatorTest, UseOnAnotherStreamDefersReuseUntilThatStreamIsDone) {
-  StreamImpl* other = mpsrt::stream_from_pool(0, 0).impl();
-  mpsrt::Stream s1(other);
+  StreamImpl* other = mpsrt::detail::Access::impl(mpsrt::stream_from_pool(0, 0));
+  mpsrt::Stream s1 = mpsrt::detail::Access::make_stream(other);
   StreamGate gate;
   gate.block(*other);
   // Through record_stream.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "mpsrt/error.h"
 
@@ -29,6 +30,7 @@ namespace {
 constexpr int64_t kSignalPatienceNs = 10'000'000'000;
 
 namespace mb = mpsrt::backend;
+using mpsrt::cpu::CpuConfig;
 using namespace std::chrono_literals;
 
 constexpr auto kTimeout = 10s;
@@ -109,7 +111,7 @@ class BackendTest : public ::testing::TestWithParam<mb::Backend*> {
  protected:
   void SetUp() override {
     backend_ = GetParam();
-    backend_->configure(mb::BackendConfig{});
+    if (backend_ == &mb::cpu_backend()) mpsrt::cpu::configure(CpuConfig{});
     ASSERT_GE(backend_->device_count(), 1);
     device_ = backend_->open_device(0);
     ASSERT_NE(device_, nullptr);
@@ -888,42 +890,41 @@ TEST(BackendRegistry, UnbuiltBackendsExplainThemselves) {
 
 class CpuBackendTest : public ::testing::Test {
  protected:
-  void TearDown() override { mb::cpu_backend().configure(mb::BackendConfig{}); }
+  void TearDown() override { mpsrt::cpu::configure(CpuConfig{}); }
 };
 
 TEST_F(CpuBackendTest, ConfigureAppliesDeviceCountAndIsa) {
   mb::Backend& cpu = mb::cpu_backend();
-  mb::BackendConfig cfg;
-  cfg.cpu_devices = 3;
-  cfg.cpu_isa = "scalar";
-  cpu.configure(cfg);
+  CpuConfig cfg;
+  cfg.devices = 3;
+  cfg.isa = "scalar";
+  mpsrt::cpu::configure(cfg);
   EXPECT_EQ(cpu.device_count(), 3);
   EXPECT_EQ(cpu.open_device(2)->info().details, "kernels=scalar");
-  cpu.configure(mb::BackendConfig{});
+  mpsrt::cpu::configure(CpuConfig{});
   EXPECT_EQ(cpu.device_count(), 1);
 }
 
 TEST_F(CpuBackendTest, ConfigureRejectsBadSettings) {
-  mb::Backend& cpu = mb::cpu_backend();
-  mb::BackendConfig bad_isa;
-  bad_isa.cpu_isa = "bogus";
+  CpuConfig bad_isa;
+  bad_isa.isa = "bogus";
   try {
-    cpu.configure(bad_isa);
-    ADD_FAILURE() << "cpu_isa=bogus was accepted";
+    mpsrt::cpu::configure(bad_isa);
+    ADD_FAILURE() << "isa=bogus was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos) << e.what();
   }
-  mb::BackendConfig no_devices;
-  no_devices.cpu_devices = 0;
-  EXPECT_THROW(cpu.configure(no_devices), std::invalid_argument);
+  CpuConfig no_devices;
+  no_devices.devices = 0;
+  EXPECT_THROW(mpsrt::cpu::configure(no_devices), std::invalid_argument);
   for (mpsrt::cpu::Isa isa :
        {mpsrt::cpu::Isa::Scalar, mpsrt::cpu::Isa::Avx2, mpsrt::cpu::Isa::Avx512}) {
-    mb::BackendConfig cfg;
-    cfg.cpu_isa = mpsrt::cpu::isa_name(isa);
+    CpuConfig cfg;
+    cfg.isa = mpsrt::cpu::isa_name(isa);
     if (mpsrt::cpu::isa_supported(isa)) {
-      EXPECT_NO_THROW(cpu.configure(cfg)) << cfg.cpu_isa;
+      EXPECT_NO_THROW(mpsrt::cpu::configure(cfg)) << cfg.isa;
     } else {
-      EXPECT_THROW(cpu.configure(cfg), std::invalid_argument) << cfg.cpu_isa;
+      EXPECT_THROW(mpsrt::cpu::configure(cfg), std::invalid_argument) << cfg.isa;
     }
   }
 }
@@ -931,14 +932,14 @@ TEST_F(CpuBackendTest, ConfigureRejectsBadSettings) {
 // A configure() that throws must leave the backend as it was (strong exception guarantee).
 TEST_F(CpuBackendTest, FailedConfigureChangesNothing) {
   mb::Backend& cpu = mb::cpu_backend();
-  mb::BackendConfig good;
-  good.cpu_devices = 2;
-  cpu.configure(good);
+  CpuConfig good;
+  good.devices = 2;
+  mpsrt::cpu::configure(good);
   const std::string before = cpu.open_device(0)->info().details;
-  mb::BackendConfig bad;
-  bad.cpu_devices = 0;     // invalid ...
-  bad.cpu_isa = "scalar";  // ... next to a valid, different ISA
-  EXPECT_THROW(cpu.configure(bad), std::invalid_argument);
+  CpuConfig bad;
+  bad.devices = 0;     // invalid ...
+  bad.isa = "scalar";  // ... next to a valid, different ISA
+  EXPECT_THROW(mpsrt::cpu::configure(bad), std::invalid_argument);
   EXPECT_EQ(cpu.device_count(), 2);
   EXPECT_EQ(cpu.open_device(0)->info().details, before)
       << "a configure() that threw still switched the kernels";
@@ -947,9 +948,9 @@ TEST_F(CpuBackendTest, FailedConfigureChangesNothing) {
 // With no spinning every hand-off parks on the futex: catches lost wake-ups.
 TEST_F(CpuBackendTest, ParkedHandOffsNeverLoseAWakeUp) {
   mb::Backend& cpu = mb::cpu_backend();
-  mb::BackendConfig cfg;
-  cfg.cpu_spin_ns = 0;
-  cpu.configure(cfg);
+  CpuConfig cfg;
+  cfg.spin_ns = 0;
+  mpsrt::cpu::configure(cfg);
   std::unique_ptr<mb::Device> dev = cpu.open_device(0);
   // Declared before the queue, so that they outlive it even when an ASSERT returns early.
   std::unique_ptr<mb::TimelineEvent> to_device = dev->create_event();

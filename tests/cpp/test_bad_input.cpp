@@ -111,7 +111,7 @@ std::vector<Row> rows() {
   add(
       "random_fill-empty-stream",
       [](Ctx& c) {
-        mpsrt::random_fill(c.u32, 1, spec(Op::Bits, DType::U32), c.gen, Stream(nullptr));
+        mpsrt::random_fill(c.u32, 1, spec(Op::Bits, DType::U32), c.gen, Stream::from_handle(0));
       },
       "[stream] the Stream is empty");
 
@@ -286,7 +286,7 @@ std::vector<Row> rows() {
         "[buffer] fill: pattern size must be 1, 2, 4 or 8 bytes, got " + std::to_string(size));
   }
   add(
-      "fill-empty-stream", [](Ctx& c) { c.u8.fill(1, 1, Stream(nullptr)); },
+      "fill-empty-stream", [](Ctx& c) { c.u8.fill(1, 1, Stream::from_handle(0)); },
       "[stream] the Stream is empty");
   add(
       "fill-stream-other-device", [](Ctx& c) { c.u8.fill(1, 1, mpsrt::default_stream(1)); },
@@ -301,7 +301,7 @@ std::vector<Row> rows() {
       "copy_from-into-empty", [](Ctx& c) { c.empty.copy_from(c.u8, c.s); },
       "the source has 64 bytes but the destination 0");
   add(
-      "copy_from-empty-stream", [](Ctx& c) { c.u8.copy_from(c.u32, Stream(nullptr)); },
+      "copy_from-empty-stream", [](Ctx& c) { c.u8.copy_from(c.u32, Stream::from_handle(0)); },
       "[stream] the Stream is empty");
   add(
       "copy_from-other-device",
@@ -335,10 +335,10 @@ std::vector<Row> rows() {
       "record_stream-other-device", [](Ctx& c) { c.u8.record_stream(mpsrt::default_stream(1)); },
       "[allocator] record_stream: the stream is on device 1 but the buffer on device 0", true);
   add(
-      "record_stream-empty-stream", [](Ctx& c) { c.u8.record_stream(Stream(nullptr)); },
+      "record_stream-empty-stream", [](Ctx& c) { c.u8.record_stream(Stream::from_handle(0)); },
       "[stream] the Stream is empty");
   add(
-      "Buffer-empty-stream", [](Ctx&) { Buffer b(64, Stream(nullptr)); },
+      "Buffer-empty-stream", [](Ctx&) { Buffer b(64, Stream::from_handle(0)); },
       "[stream] the Stream is empty");
 
   // ------------------------------------------------------------ Buffer::view (Python: ValueError)
@@ -473,18 +473,19 @@ std::vector<Row> rows() {
       "commit-sync-type--1", [](Ctx& c) { c.s.commit(static_cast<mpsrt::SyncType>(-1)); },
       "[stream] commit: invalid SyncType -1");
   add(
-      "commit-empty-stream", [](Ctx&) { Stream(nullptr).commit(mpsrt::SyncType::Commit); },
+      "commit-empty-stream", [](Ctx&) { Stream::from_handle(0).commit(mpsrt::SyncType::Commit); },
       "[stream] the Stream is empty");
   add(
-      "synchronize-empty-stream", [](Ctx&) { Stream(nullptr).synchronize(); },
+      "synchronize-empty-stream", [](Ctx&) { Stream::from_handle(0).synchronize(); },
       "[stream] the Stream is empty");
   add(
-      "query-empty-stream", [](Ctx&) { Stream(nullptr).query(); }, "[stream] the Stream is empty");
-  add(
-      "set_current_stream-empty", [](Ctx&) { mpsrt::set_current_stream(Stream(nullptr)); },
+      "query-empty-stream", [](Ctx&) { Stream::from_handle(0).query(); },
       "[stream] the Stream is empty");
   add(
-      "wait_stream-empty", [](Ctx& c) { c.s.wait_stream(Stream(nullptr)); },
+      "set_current_stream-empty", [](Ctx&) { mpsrt::set_current_stream(Stream::from_handle(0)); },
+      "[stream] the Stream is empty");
+  add(
+      "wait_stream-empty", [](Ctx& c) { c.s.wait_stream(Stream::from_handle(0)); },
       "[stream] the Stream is empty");
   add(
       "add_callback-empty", [](Ctx& c) { c.s.add_callback(nullptr); },
@@ -493,7 +494,7 @@ std::vector<Row> rows() {
       "Event-record-empty-stream",
       [](Ctx&) {
         mpsrt::Event e;
-        e.record(Stream(nullptr));
+        e.record(Stream::from_handle(0));
       },
       "[stream] the Stream is empty");
   add(
@@ -501,7 +502,7 @@ std::vector<Row> rows() {
       [](Ctx& c) {
         mpsrt::Event e;
         e.record(c.s);
-        e.wait(Stream(nullptr));
+        e.wait(Stream::from_handle(0));
       },
       "[stream] the Stream is empty");
   add(
@@ -697,7 +698,7 @@ class NeighbourTest : public BadInputTest {
     }
   }
 
-  Stream s_{nullptr};
+  Stream s_ = Stream::from_handle(0);
   Buffer a_, b_, c_;
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 
 namespace {
@@ -270,12 +271,12 @@ TEST(Kernels, IsaNamesRoundTrip) {
     }
     ASSERT_EQ(matches, 1);
     if (!mpsrt::cpu::isa_supported(isa)) continue;
-    mpsrt::backend::BackendConfig cfg;
-    cfg.cpu_isa = name;
-    cpu.configure(cfg);
+    mpsrt::cpu::CpuConfig cfg;
+    cfg.isa = name;
+    mpsrt::cpu::configure(cfg);
     EXPECT_EQ(cpu.open_device(0)->info().details, std::string("kernels=") + name);
   }
-  cpu.configure(mpsrt::backend::BackendConfig{});
+  mpsrt::cpu::configure(mpsrt::cpu::CpuConfig{});
 }
 
 }  // namespace

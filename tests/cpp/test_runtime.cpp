@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/access.h"
 #include "core/profiler.h"
 #include "core/runtime.h"
 #include "core/stream.h"
@@ -47,7 +48,7 @@ class RuntimeTest : public ::testing::Test {
 
   // The internal stream behind mpsrt::default_stream(device).
   static mpsrt::detail::StreamImpl& stream_impl(int device) {
-    return *mpsrt::default_stream(device).impl();
+    return *mpsrt::detail::Access::impl(mpsrt::default_stream(device));
   }
 };
 

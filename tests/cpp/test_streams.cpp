@@ -582,8 +582,8 @@ TEST_P(StreamTest, EightThreadsEachDriveTheirOwnStream) {
   constexpr int kThreads = 8, kBufs = 4, kIters = 200;
   std::vector<Stream> streams;
   for (int t = 0; t < kThreads; ++t) streams.push_back(mpsrt::stream_from_pool());
-  std::set<mpsrt::detail::StreamImpl*> distinct;
-  for (const Stream& s : streams) distinct.insert(s.impl());
+  std::set<uintptr_t> distinct;
+  for (const Stream& s : streams) distinct.insert(s.handle());
   EXPECT_EQ(distinct.size(), static_cast<size_t>(kThreads));
   std::vector<std::string> errors(kThreads);
   std::vector<std::thread> threads;
@@ -618,6 +618,22 @@ TEST_P(StreamTest, EightThreadsEachDriveTheirOwnStream) {
 
 // ---------------------------------------------------------------- pool, priorities, current
 
+TEST_P(StreamTest, HandleIdentifiesTheStreamAndRoundTrips) {
+  const Stream dflt = mpsrt::default_stream();
+  const Stream pooled = mpsrt::stream_from_pool();
+  EXPECT_NE(dflt.handle(), 0u);
+  EXPECT_NE(dflt.handle(), pooled.handle());
+  EXPECT_EQ(mpsrt::current_stream().handle(), dflt.handle());
+  EXPECT_EQ(Stream::from_handle(dflt.handle()), dflt);
+  EXPECT_EQ(Stream::from_handle(pooled.handle()), pooled);
+  EXPECT_EQ(Stream::from_handle(pooled.handle()).id(), pooled.id());
+  // The empty Stream (an empty Buffer's) is handle 0, and 0 gives it back.
+  const Stream empty = mpsrt::Buffer().stream();
+  EXPECT_EQ(empty.handle(), 0u);
+  EXPECT_EQ(Stream::from_handle(0), empty);
+  EXPECT_THROW(Stream::from_handle(0).check_owner(), std::invalid_argument);
+}
+
 TEST_P(StreamTest, PoolIsRoundRobinPerPriority) {
   Stream dflt = mpsrt::default_stream();
   EXPECT_EQ(dflt.id(), 0);
@@ -628,8 +644,8 @@ TEST_P(StreamTest, PoolIsRoundRobinPerPriority) {
   for (int p : {-1, 0, 1}) {
     std::vector<Stream> got;
     for (int i = 0; i < 3 * kPool; ++i) got.push_back(mpsrt::stream_from_pool(p));
-    std::set<mpsrt::detail::StreamImpl*> distinct;
-    for (int i = 0; i < kPool; ++i) distinct.insert(got[static_cast<size_t>(i)].impl());
+    std::set<uintptr_t> distinct;
+    for (int i = 0; i < kPool; ++i) distinct.insert(got[static_cast<size_t>(i)].handle());
     EXPECT_EQ(distinct.size(), static_cast<size_t>(kPool)) << "priority " << p;
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i], got[i % kPool]) << "priority " << p << ", stream " << i;

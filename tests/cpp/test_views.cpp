@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/access.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
@@ -194,8 +195,8 @@ TEST_P(ViewTest, ViewsOfViewsOutliveEveryIntermediate) {
 }
 
 TEST_P(ViewTest, RecordStreamOnAViewProtectsTheWholeAllocation) {
-  StreamImpl* other = mpsrt::stream_from_pool(0, 0).impl();
-  const mpsrt::Stream s1(other);
+  StreamImpl* other = mpsrt::detail::Access::impl(mpsrt::stream_from_pool(0, 0));
+  const mpsrt::Stream s1 = mpsrt::detail::Access::make_stream(other);
   StreamGate gate;
   gate.block(*other);
   Buffer a(3 * kMiB);

@@ -91,7 +91,7 @@ int pick_device(FuzzedDataProvider& in) {
 
 mpsrt::Stream pick_stream(FuzzedDataProvider& in, int device_hint) {
   const int choice = in.ConsumeIntegralInRange<int>(0, 15);
-  if (choice == 0) return mpsrt::Stream(nullptr);
+  if (choice == 0) return mpsrt::Stream::from_handle(0);
   const int d = choice == 1 ? 1 - device_hint : device_hint;
   const auto& v = g_streams[d < 0 || d >= kDevices ? 0 : d];
   return v[in.ConsumeIntegralInRange<size_t>(0, v.size() - 1)];
@@ -121,7 +121,7 @@ double pick_double(FuzzedDataProvider& in) {
 
 // Makes `s` wait for every other stream that used the buffers, as a correct user does.
 void order_after(const mpsrt::Stream& s, std::initializer_list<const Tracked*> bufs) {
-  if (s.impl() == nullptr) return;
+  if (s.handle() == 0) return;  // the empty Stream
   for (const Tracked* t : bufs) {
     for (const mpsrt::Stream& u : t->users) {
       mpsrt::Stream x = s;

@@ -4,6 +4,8 @@
 //   Queue         - one worker thread that runs committed command buffers in order
 //   CommandBuffer - a vector of recorded commands
 //   TimelineEvent - an atomic 64-bit value with a spin-then-park wait
+#include "backends/cpu/cpu_backend.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -392,7 +394,7 @@ class CpuQueue final : public backend::Queue {
 
 class CpuDevice final : public backend::Device {
  public:
-  CpuDevice(int index, const backend::BackendConfig& cfg, Isa isa, std::shared_ptr<ThreadPool> pool)
+  CpuDevice(int index, const CpuConfig& cfg, Isa isa, std::shared_ptr<ThreadPool> pool)
       : index_(index), cfg_(cfg), pool_(std::move(pool)) {
     info_.name = cpu_model_name();
     info_.total_memory = usable_memory_bytes();
@@ -423,16 +425,16 @@ class CpuDevice final : public backend::Device {
   std::unique_ptr<backend::Queue> create_queue(int priority) override {
     (void)priority;  // the OS scheduler decides; all queues are equal on cpu
     const int q = next_queue_.fetch_add(1);
-    return std::make_unique<CpuQueue>(ctx_, cfg_.cpu_spin_ns,
+    return std::make_unique<CpuQueue>(ctx_, cfg_.spin_ns,
                                       "mpsrt-c" + std::to_string(index_) + "q" + std::to_string(q));
   }
   std::unique_ptr<backend::TimelineEvent> create_event() override {
-    return std::make_unique<CpuEvent>(cfg_.cpu_spin_ns);
+    return std::make_unique<CpuEvent>(cfg_.spin_ns);
   }
 
  private:
   int index_;
-  backend::BackendConfig cfg_;
+  CpuConfig cfg_;
   std::shared_ptr<ThreadPool> pool_;
   backend::DeviceInfo info_;
   ExecContext ctx_{};
@@ -461,10 +463,10 @@ Isa parse_isa(const std::string& name) {
 class CpuBackend final : public backend::Backend {
  public:
   const char* name() const noexcept override { return "cpu"; }
-  void configure(const backend::BackendConfig& config) override {
+  void configure(const CpuConfig& config) {
     // Validate everything first: a configure() that throws changes nothing.
-    const Isa isa = parse_isa(config.cpu_isa);
-    if (config.cpu_devices < 1) detail::throw_invalid("[cpu] the device count must be >= 1");
+    const Isa isa = parse_isa(config.isa);
+    if (config.devices < 1) detail::throw_invalid("[cpu] the device count must be >= 1");
     isa_ = isa;
     cfg_ = config;
   }
@@ -477,7 +479,7 @@ class CpuBackend final : public backend::Backend {
   }
   bool is_available() noexcept override { return true; }
   std::string unavailable_reason() override { return ""; }
-  int device_count() override { return cfg_.cpu_devices; }
+  int device_count() override { return cfg_.devices; }
   std::unique_ptr<backend::Device> open_device(int index) override {
     // One pool for all devices of the process: they share the same cores.
     std::shared_ptr<ThreadPool> pool;
@@ -487,8 +489,8 @@ class CpuBackend final : public backend::Backend {
       if (!pool) {
         const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
         const unsigned threads =
-            cfg_.cpu_threads > 0 ? static_cast<unsigned>(cfg_.cpu_threads) : std::min(hw, 8u);
-        pool = std::make_shared<ThreadPool>(static_cast<int>(threads) - 1, cfg_.cpu_spin_ns);
+            cfg_.threads > 0 ? static_cast<unsigned>(cfg_.threads) : std::min(hw, 8u);
+        pool = std::make_shared<ThreadPool>(static_cast<int>(threads) - 1, cfg_.spin_ns);
         pool_ = pool;
       }
     }
@@ -498,17 +500,25 @@ class CpuBackend final : public backend::Backend {
  private:
   std::mutex mu_;
   std::weak_ptr<ThreadPool> pool_;
-  backend::BackendConfig cfg_;
+  CpuConfig cfg_;
   Isa isa_ = best_isa();
 };
 
+CpuBackend& the_backend() {
+  static CpuBackend b;
+  return b;
+}
+
 }  // namespace
+
+void configure(const CpuConfig& config) {
+  the_backend().configure(config);
+}
 
 }  // namespace mpsrt::cpu
 
 namespace mpsrt::backend {
 Backend& cpu_backend() {
-  static cpu::CpuBackend b;
-  return b;
+  return cpu::the_backend();
 }
 }  // namespace mpsrt::backend

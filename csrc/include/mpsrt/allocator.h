@@ -20,6 +20,7 @@ namespace detail {
 struct Block;
 class CachingAllocator;
 struct BufferShare;
+struct Access;
 }  // namespace detail
 
 /// A piece of device memory from the caching allocator. Move-only; the memory returns to the
@@ -107,9 +108,8 @@ class MPSRT_API Buffer {
   /// the sizes differ or src is null, mpsrt::Error when the memory is not host-visible.
   void copy_from_host(const void* src, size_t nbytes);
 
-  detail::Block* block() const noexcept { return block_; }
-
  private:
+  friend struct detail::Access;  // the core's way in (csrc/core/access.h)
   detail::Block* block_ = nullptr;
   detail::CachingAllocator* alloc_ = nullptr;
   // The count of Buffers over the allocation; null until the first view is made (a Buffer

@@ -45,7 +45,6 @@ class MPSRT_API Event {
   bool recorded() const noexcept;
   /// Device of the first record, or -1.
   int device() const noexcept;
-  detail::EventImpl* impl() const noexcept { return impl_.get(); }
 
  private:
   bool timing_ = false;

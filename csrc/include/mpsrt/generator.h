@@ -13,7 +13,8 @@ namespace mpsrt {
 
 namespace detail {
 class GeneratorImpl;
-}
+struct Access;
+}  // namespace detail
 
 /// Size of the state blob of get_state()/set_state() (the layout of torch.mps):
 /// bytes 0-27 uint32 state[7] ([0] = 1, [1..4] the last Philox output block, [5..6] the seed's
@@ -49,9 +50,9 @@ class MPSRT_API Generator {
   /// this one (e.g. a library's own generator for an op mpsrt has no kernel for).
   uint64_t random_u64();
   int device() const noexcept { return device_; }
-  detail::GeneratorImpl* impl() const noexcept { return impl_.get(); }
 
  private:
+  friend struct detail::Access;  // the core's way in (csrc/core/access.h)
   Generator(std::shared_ptr<detail::GeneratorImpl> impl, int device)
       : impl_(std::move(impl)), device_(device) {}
   std::shared_ptr<detail::GeneratorImpl> impl_;

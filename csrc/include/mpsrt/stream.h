@@ -12,7 +12,8 @@ namespace mpsrt {
 
 namespace detail {
 class StreamImpl;
-}
+struct Access;
+}  // namespace detail
 class Event;
 
 /// How a stream hands its open command buffer to the device (after torch.mps's MPSStream).
@@ -57,10 +58,22 @@ class MPSRT_API Stream {
   bool operator==(const Stream& o) const noexcept { return impl_ == o.impl_; }
   bool operator!=(const Stream& o) const noexcept { return impl_ != o.impl_; }
 
-  explicit Stream(detail::StreamImpl* impl) noexcept : impl_(impl) {}
-  detail::StreamImpl* impl() const noexcept { return impl_; }
+  /// An opaque value that identifies the stream while its runtime lives: two Streams are
+  /// equal exactly when their handles are, and only the empty Stream (Buffer::stream() of an
+  /// empty Buffer) has handle 0. For hashing a Stream, and for passing it through C code as a
+  /// plain value (the C API's MpsrtStream*, include/mpsrt/c_api.h); from_handle() turns it back
+  /// into the Stream. Nothing else is to be read into the value.
+  uintptr_t handle() const noexcept { return reinterpret_cast<uintptr_t>(impl_); }
+  /// The Stream whose handle() is `handle`. The value must come from handle() of a Stream of
+  /// the runtime that is running (0 gives the empty Stream); any other value is undefined
+  /// behaviour, as for a dangling pointer.
+  static Stream from_handle(uintptr_t handle) noexcept {
+    return Stream(reinterpret_cast<detail::StreamImpl*>(handle));
+  }
 
  private:
+  friend struct detail::Access;  // the core's way in (csrc/core/access.h)
+  explicit Stream(detail::StreamImpl* impl) noexcept : impl_(impl) {}
   detail::StreamImpl* impl_;
 };
 
