@@ -18,10 +18,10 @@
 //       submit thread: the commands of cb, through walk(cb, job, walker)
 //   template <class F> void scope(F&& f)    runs f (the submit thread's and the completion
 //                                           thread's units of work; metal: an autorelease pool)
-//   void before(const Item& it)             completion thread, before each item but kStop:
-//                                           wait until the device has done the work pushed
-//                                           before it (may throw: the item's job fails)
-//   void before_stop(const Item& it)        the same before kStop
+//   void before(const Item& it)             completion thread, before each item: wait until
+//                                           the device has done the work pushed before it
+//                                           (may throw: the item's job fails; at kStop the
+//                                           error has no job and is dropped)
 //   void finish_segment(Seg& seg, GpuJob& job)
 //   uint64_t now_ns()                       the device clock on the host
 //   uint64_t order()                        submit thread: the value items pushed now carry
@@ -271,7 +271,11 @@ class GpuQueue : public Queue {
         items_.pop_front();
       }
       if (it.kind == Item::kStop) {
-        q().before_stop(it);
+        try {
+          q().before(it);
+        } catch (const std::exception&) {
+          // Nothing waits on a stop: the device's failure was reported to the jobs before it.
+        }
         return;
       }
       q().scope([&] { complete(it); });

@@ -278,6 +278,65 @@ std::string repr(const PyBuffer& b) {
          (b.nbytes != 0 && !b.buf.defined() ? ", released" : "") + ")";
 }
 
+BufferObject fill_(nb::handle self, ScalarArg value) {
+  PyBuffer& b = buffer_self(self, "fill_()");
+  check_live(b);
+  const uint64_t p = fill_pattern(value.obj, *b.dtype);
+  const Stream s = current_stream(b.device);
+  nb::gil_scoped_release release;  // the stream's lock may be held by a committer
+  b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
+  return BufferObject(nb::borrow(self));
+}
+
+BufferObject copy_(nb::handle self, CopySourceArg source) {
+  const nb::handle src = source.obj;
+  PyBuffer& b = buffer_self(self, "copy_()");
+  check_live(b);
+  if (nb::isinstance<PyBuffer>(src)) {
+    const PyBuffer& s = nb::cast<const PyBuffer&>(src);
+    check_live(s);
+    const Stream st = current_stream(b.device);
+    nb::gil_scoped_release release;
+    b.buf.copy_from(s.buf, st);
+  } else {
+    // Host data: numbers in any buffer-protocol object of the same size (not text,
+    // not Python objects, whose bytes are pointers).
+    constexpr const char* kWhat =
+        "copy_(): expected an mpsrt.Buffer or host data with a numeric dtype (e.g. a "
+        "numpy array)";
+    if (src.is_none() || PyUnicode_Check(src.ptr())) type_error_got(kWhat, src);
+    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
+    const nb::object dtype = arr.attr("dtype");
+    const nb::str kind(dtype.attr("kind"));
+    const std::string k = kind.c_str();
+    if (k.size() != 1 || std::string("biufc").find(k[0]) == std::string::npos) {
+      throw nb::type_error((std::string(kWhat) + ", got " + nb::type_name(src.type()).c_str() +
+                            " of dtype " + nb::str(dtype).c_str())
+                               .c_str());
+    }
+    const size_t n = nb::cast<size_t>(arr.attr("nbytes"));
+    if (n != b.nbytes) {
+      throw nb::value_error(("copy_(): the source has " + std::to_string(n) +
+                             " bytes but the buffer " + std::to_string(b.nbytes) +
+                             "; sizes must match")
+                                .c_str());
+    }
+    const auto addr = nb::cast<uintptr_t>(arr.attr("__array_interface__")["data"][nb::int_(0)]);
+    nb::gil_scoped_release release;
+    b.buf.copy_from_host(reinterpret_cast<const void*>(addr), n);
+  }
+  return BufferObject(nb::borrow(self));
+}
+
+nb::ndarray<nb::numpy> numpy_view(nb::handle self) {
+  PyBuffer& b = buffer_self(self, "numpy()");
+  wait_for(b);
+  if (b.dtype->code == uint8_t(DC::Bfloat)) {
+    throw nb::type_error("numpy() : numpy has no bfloat16; use torch.from_dlpack()");
+  }
+  return nb::ndarray<nb::numpy>(as_ndarray(b, self));
+}
+
 }  // namespace
 
 nb::class_<PyBuffer> init_buffer(nb::module_& m) {
@@ -345,65 +404,12 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
            [](const PyBuffer&) {
              return nb::typed<nb::tuple, int, int>(nb::make_tuple(int(nb::device::cpu::value), 0));
            })
-      .def(
-          "fill_",
-          [](nb::handle self, ScalarArg value) {
-            PyBuffer& b = buffer_self(self, "fill_()");
-            check_live(b);
-            const uint64_t p = fill_pattern(value.obj, *b.dtype);
-            const Stream s = current_stream(b.device);
-            nb::gil_scoped_release release;  // the stream's lock may be held by a committer
-            b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
-            return BufferObject(nb::borrow(self));
-          },
-          nb::arg("value").none(), nb::sig("def fill_(self, value: bool | int | float) -> Buffer"),
-          "Fills every element with value, on the current stream.")
-      .def(
-          "copy_",
-          [](nb::handle self, CopySourceArg source) {
-            const nb::handle src = source.obj;
-            PyBuffer& b = buffer_self(self, "copy_()");
-            check_live(b);
-            if (nb::isinstance<PyBuffer>(src)) {
-              const PyBuffer& s = nb::cast<const PyBuffer&>(src);
-              check_live(s);
-              const Stream st = current_stream(b.device);
-              nb::gil_scoped_release release;
-              b.buf.copy_from(s.buf, st);
-            } else {
-              // Host data: numbers in any buffer-protocol object of the same size (not text,
-              // not Python objects, whose bytes are pointers).
-              constexpr const char* kWhat =
-                  "copy_(): expected an mpsrt.Buffer or host data with a numeric dtype (e.g. a "
-                  "numpy array)";
-              if (src.is_none() || PyUnicode_Check(src.ptr())) type_error_got(kWhat, src);
-              nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
-              const nb::object dtype = arr.attr("dtype");
-              const nb::str kind(dtype.attr("kind"));
-              const std::string k = kind.c_str();
-              if (k.size() != 1 || std::string("biufc").find(k[0]) == std::string::npos) {
-                throw nb::type_error((std::string(kWhat) + ", got " +
-                                      nb::type_name(src.type()).c_str() + " of dtype " +
-                                      nb::str(dtype).c_str())
-                                         .c_str());
-              }
-              const size_t n = nb::cast<size_t>(arr.attr("nbytes"));
-              if (n != b.nbytes) {
-                throw nb::value_error(("copy_(): the source has " + std::to_string(n) +
-                                       " bytes but the buffer " + std::to_string(b.nbytes) +
-                                       "; sizes must match")
-                                          .c_str());
-              }
-              const auto addr =
-                  nb::cast<uintptr_t>(arr.attr("__array_interface__")["data"][nb::int_(0)]);
-              nb::gil_scoped_release release;
-              b.buf.copy_from_host(reinterpret_cast<const void*>(addr), n);
-            }
-            return BufferObject(nb::borrow(self));
-          },
-          nb::arg("src").none(),
-          nb::sig("def copy_(self, src: Buffer | numpy.typing.ArrayLike) -> Buffer"),
-          "Copies a Buffer (on the current stream) or host data (at once) of equal size.")
+      .def("fill_", &fill_, nb::arg("value").none(),
+           nb::sig("def fill_(self, value: bool | int | float) -> Buffer"),
+           "Fills every element with value, on the current stream.")
+      .def("copy_", &copy_, nb::arg("src").none(),
+           nb::sig("def copy_(self, src: Buffer | numpy.typing.ArrayLike) -> Buffer"),
+           "Copies a Buffer (on the current stream) or host data (at once) of equal size.")
       .def(
           "record_stream",
           [](PyBuffer& b, StreamArg stream) {
@@ -425,18 +431,8 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
           "over the memory returns it.")
       // Last: in the stubs, the class attribute `numpy` would hide the module numpy from the
       // annotations of every method after it.
-      .def(
-          "numpy",
-          [](nb::handle self) -> nb::ndarray<nb::numpy> {
-            PyBuffer& b = buffer_self(self, "numpy()");
-            wait_for(b);
-            if (b.dtype->code == uint8_t(DC::Bfloat)) {
-              throw nb::type_error("numpy() : numpy has no bfloat16; use torch.from_dlpack()");
-            }
-            return nb::ndarray<nb::numpy>(as_ndarray(b, self));
-          },
-          nb::sig("def numpy(self) -> numpy.typing.NDArray[typing.Any]"),
-          "A numpy array sharing the memory (waits for pending work on the buffer first).");
+      .def("numpy", &numpy_view, nb::sig("def numpy(self) -> numpy.typing.NDArray[typing.Any]"),
+           "A numpy array sharing the memory (waits for pending work on the buffer first).");
 
   m.def(
       "empty",

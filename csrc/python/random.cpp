@@ -216,6 +216,8 @@ nb::int_ IntArg::get(const char* name, const char* caller) const {
   return nb::steal<nb::int_>(index);
 }
 
+namespace {
+
 uint64_t seed_value(nb::handle seed, const char* caller) {
   if (PyBool_Check(seed.ptr())) {
     throw nb::type_error((std::string(caller) + "() expected an int seed, got bool").c_str());
@@ -273,6 +275,66 @@ nb::bytes state_bytes(nb::handle state, const char* caller) {
   return data;
 }
 
+GeneratorObject manual_seed(nb::handle self, nb::handle seed) {
+  Generator& g = generator_self(self, "Generator.manual_seed()");
+  g.manual_seed(seed_value(seed, "Generator.manual_seed"));
+  return GeneratorObject(nb::borrow(self));
+}
+
+void set_offset(nb::handle self, nb::handle offset) {
+  Generator& g = generator_self(self, "Generator.set_offset()");
+  if (PyBool_Check(offset.ptr()) || !PyLong_Check(offset.ptr())) {
+    type_error_got("Generator.set_offset() expected an int", offset);
+  }
+  const i128 v = as_i128(offset);
+  if (v < 0 || v >= (i128(1) << 64)) {
+    throw nb::value_error(("Generator.set_offset(): offset " +
+                           std::string(nb::str(offset).c_str()) + " is out of range [0, 2**64)")
+                              .c_str());
+  }
+  g.set_offset(static_cast<uint64_t>(v));
+}
+
+void set_state(nb::handle self, RngStateArg state) {
+  Generator& g = generator_self(self, "Generator.set_state()");
+  const nb::bytes data = state_bytes(state.obj, "Generator.set_state");
+  g.set_state(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+}
+
+// uniform_(low, high) and normal_(mean, std): an op of two real parameters, a and b.
+BufferObject two_parameter_fill(nb::handle self, Spec::Op op, const char* caller, FloatArg a,
+                                const char* a_name, FloatArg b, const char* b_name,
+                                const OptGeneratorArg& generator) {
+  PyBuffer& buf = fill_target(self, op, caller, "needs a floating-point Buffer, got ");
+  Spec spec;
+  spec.op = op;
+  spec.a = a.get(a_name, caller);
+  spec.b = b.get(b_name, caller);
+  return fill(self, buf, spec, generator.get(buf.device, caller));
+}
+
+BufferObject uniform_(nb::handle self, FloatArg low, FloatArg high, OptGeneratorArg generator) {
+  return two_parameter_fill(self, Spec::Op::Uniform, "uniform_", low, "low", high, "high",
+                            generator);
+}
+
+BufferObject normal_(nb::handle self, FloatArg mean, FloatArg std, OptGeneratorArg generator) {
+  return two_parameter_fill(self, Spec::Op::Normal, "normal_", mean, "mean", std, "std", generator);
+}
+
+BufferObject bernoulli_(nb::handle self, FloatArg p, OptGeneratorArg generator) {
+  PyBuffer& b = fill_target(self, Spec::Op::Bernoulli, "bernoulli_", "cannot write ");
+  Spec spec;
+  spec.op = Spec::Op::Bernoulli;
+  spec.p = p.get("p", "bernoulli_");
+  return fill(self, b, spec, generator.get(b.device, "bernoulli_"));
+}
+
+void bind_generator(nb::module_& m);
+void bind_fills(nb::class_<PyBuffer>& buffer);
+void bind_module_functions(nb::module_& m);
+}  // namespace
+
 void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
   nb::object bases =
       nb::make_tuple(nb::handle(PyExc_NotImplementedError), nb::handle(PyExc_TypeError));
@@ -284,44 +346,31 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
   if (g_dtype_error == nullptr) throw nb::python_error();
   m.attr("DTypeNotImplementedError") = nb::handle(g_dtype_error);
 
+  bind_generator(m);
+  bind_fills(buffer);
+  bind_module_functions(m);
+}
+
+namespace {
+
+void bind_generator(nb::module_& m) {
   nb::class_<Generator>(m, "Generator", "A Philox4x32-10 generator: a (seed, offset) state.")
       .def(
           "__init__",
           [](Generator* self, DeviceArg device) { new (self) Generator(device.get("Generator")); },
           nb::arg("device") = nb::none())
       .def_prop_ro("device", &Generator::device)
-      .def(
-          "manual_seed",
-          [](nb::handle self, nb::handle seed) {
-            Generator& g = generator_self(self, "Generator.manual_seed()");
-            g.manual_seed(seed_value(seed, "Generator.manual_seed"));
-            return GeneratorObject(nb::borrow(self));
-          },
-          nb::arg("seed").none(), nb::sig("def manual_seed(self, seed: int) -> Generator"),
-          "Sets the seed (-2**63 <= seed < 2**64; negative seeds wrap, as torch's) and resets the "
-          "offset to 0; returns the generator.")
+      .def("manual_seed", &manual_seed, nb::arg("seed").none(),
+           nb::sig("def manual_seed(self, seed: int) -> Generator"),
+           "Sets the seed (-2**63 <= seed < 2**64; negative seeds wrap, as torch's) and resets the "
+           "offset to 0; returns the generator.")
       .def("seed", &Generator::seed, "Seeds nondeterministically; returns the new seed.")
       .def("initial_seed", &Generator::initial_seed)
       .def("get_offset", &Generator::offset,
            "Philox blocks (128 bits each) used since the seed was set.")
-      .def(
-          "set_offset",
-          [](nb::handle self, nb::handle offset) {
-            Generator& g = generator_self(self, "Generator.set_offset()");
-            if (PyBool_Check(offset.ptr()) || !PyLong_Check(offset.ptr())) {
-              type_error_got("Generator.set_offset() expected an int", offset);
-            }
-            const i128 v = as_i128(offset);
-            if (v < 0 || v >= (i128(1) << 64)) {
-              throw nb::value_error(("Generator.set_offset(): offset " +
-                                     std::string(nb::str(offset).c_str()) +
-                                     " is out of range [0, 2**64)")
-                                        .c_str());
-            }
-            g.set_offset(static_cast<uint64_t>(v));
-          },
-          nb::arg("offset").none(), nb::sig("def set_offset(self, offset: int) -> None"),
-          "Sets the Philox offset (in 128-bit blocks), 0 <= offset < 2**64.")
+      .def("set_offset", &set_offset, nb::arg("offset").none(),
+           nb::sig("def set_offset(self, offset: int) -> None"),
+           "Sets the Philox offset (in 128-bit blocks), 0 <= offset < 2**64.")
       .def(
           "clone_state",
           [](nb::handle self) {
@@ -332,17 +381,10 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
       .def(
           "get_state", [](const Generator& g) { return state_array(g.get_state()); },
           "The 44-byte state (torch.mps's layout) as a uint8 numpy array.")
-      .def(
-          "set_state",
-          [](nb::handle self, RngStateArg state) {
-            Generator& g = generator_self(self, "Generator.set_state()");
-            const nb::bytes data = state_bytes(state.obj, "Generator.set_state");
-            g.set_state(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
-          },
-          nb::arg("new_state").none(),
-          nb::sig("def set_state(self, new_state: bytes | bytearray | memoryview | "
-                  "numpy.typing.NDArray[numpy.uint8]) -> None"),
-          "Restores a state from get_state().")
+      .def("set_state", &set_state, nb::arg("new_state").none(),
+           nb::sig("def set_state(self, new_state: bytes | bytearray | memoryview | "
+                   "numpy.typing.NDArray[numpy.uint8]) -> None"),
+           "Restores a state from get_state().")
       .def(
           "graphsafe_get_state",
           [](nb::handle self) -> GeneratorObject {
@@ -371,42 +413,22 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
   m.def(
       "default_generator", [](int device) { return Generator::default_generator(device); },
       nb::arg("device") = -1);
+}
 
+void bind_fills(nb::class_<PyBuffer>& buffer) {
   buffer
-      .def(
-          "uniform_",
-          [](nb::handle self, FloatArg low, FloatArg high, OptGeneratorArg generator) {
-            PyBuffer& b = fill_target(self, Spec::Op::Uniform, "uniform_",
-                                      "needs a floating-point Buffer, got ");
-            Spec spec;
-            spec.op = Spec::Op::Uniform;
-            spec.a = low.get("low", "uniform_");
-            spec.b = high.get("high", "uniform_");
-            return fill(self, b, spec, generator.get(b.device, "uniform_"));
-          },
-          nb::arg("low").none() = 0.0, nb::arg("high").none() = 1.0,
-          nb::arg("generator") = nb::none(),
-          nb::sig("def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Generator | "
-                  "None = None) "
-                  "-> Buffer"),
-          "Fills with numbers uniform in [low, high), on the current stream.")
-      .def(
-          "normal_",
-          [](nb::handle self, FloatArg mean, FloatArg std, OptGeneratorArg generator) {
-            PyBuffer& b = fill_target(self, Spec::Op::Normal, "normal_",
-                                      "needs a floating-point Buffer, got ");
-            Spec spec;
-            spec.op = Spec::Op::Normal;
-            spec.a = mean.get("mean", "normal_");
-            spec.b = std.get("std", "normal_");
-            return fill(self, b, spec, generator.get(b.device, "normal_"));
-          },
-          nb::arg("mean").none() = 0.0, nb::arg("std").none() = 1.0,
-          nb::arg("generator") = nb::none(),
-          nb::sig("def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Generator | "
-                  "None = None) "
-                  "-> Buffer"),
-          "Fills with normal numbers of the given mean and standard deviation.")
+      .def("uniform_", &uniform_, nb::arg("low").none() = 0.0, nb::arg("high").none() = 1.0,
+           nb::arg("generator") = nb::none(),
+           nb::sig("def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Generator | "
+                   "None = None) "
+                   "-> Buffer"),
+           "Fills with numbers uniform in [low, high), on the current stream.")
+      .def("normal_", &normal_, nb::arg("mean").none() = 0.0, nb::arg("std").none() = 1.0,
+           nb::arg("generator") = nb::none(),
+           nb::sig("def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Generator | "
+                   "None = None) "
+                   "-> Buffer"),
+           "Fills with normal numbers of the given mean and standard deviation.")
       .def("random_", &random_, nb::arg("low").none() = 0, nb::arg("high") = nb::none(),
            nb::arg("generator") = nb::none(),
            nb::sig("def random_(self, low: int = 0, high: int | None = None, generator: Generator "
@@ -417,19 +439,13 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
            "torch's random_() range: the dtype's maximum + 1 for integers, 2**digits + 1 for\n"
            "floats (every integer the dtype holds exactly), 2 for bool.")
       .def(
-          "bernoulli_",
-          [](nb::handle self, FloatArg p, OptGeneratorArg generator) {
-            PyBuffer& b = fill_target(self, Spec::Op::Bernoulli, "bernoulli_", "cannot write ");
-            Spec spec;
-            spec.op = Spec::Op::Bernoulli;
-            spec.p = p.get("p", "bernoulli_");
-            return fill(self, b, spec, generator.get(b.device, "bernoulli_"));
-          },
-          nb::arg("p").none() = 0.5, nb::arg("generator") = nb::none(),
+          "bernoulli_", &bernoulli_, nb::arg("p").none() = 0.5, nb::arg("generator") = nb::none(),
           nb::sig(
               "def bernoulli_(self, p: float = 0.5, generator: Generator | None = None) -> Buffer"),
           "Fills with 1 with probability p, else 0.");
+}
 
+void bind_module_functions(nb::module_& m) {
   m.def(
       "_random_fill",
       [](nb::handle buffer, const std::string& op, double a, double b, int64_t low, uint64_t range,
@@ -481,5 +497,7 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
       "[min, max) of the integers random_ can write into dtype (mpsrt::random_int_bounds); "
       "max is random_()'s default high.");
 }
+
+}  // namespace
 
 }  // namespace mpsrt::python

@@ -795,6 +795,25 @@ def _import_with_extensions_dir(root: Path, backend: str) -> subprocess.Complete
     )
 
 
+def _hold_build_lock(d: Path) -> subprocess.Popen[str]:
+    """A process that holds the glue builders' lock in `d` until its stdin closes."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import filelock, sys\n"
+            f"lock = filelock.FileLock({str(d / 'mpsrt-build.lock')!r})\n"
+            "lock.acquire()\n"
+            "print('held', flush=True)\nsys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
 @pytest.mark.parametrize("left", ["torch_lock", "library_cut_short", "builder_killed"])
 def test_a_build_killed_half_way_never_blocks_later_imports(
     tmp_path: Path, left: str, backend: str
@@ -812,19 +831,7 @@ def test_a_build_killed_half_way_never_blocks_later_imports(
             f.truncate(4096)
     if left == "builder_killed":
         (d / "mpsrt-build-stamp").unlink()  # the build never finished
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import filelock, sys, time\n"
-                f"lock = filelock.FileLock({str(d / 'mpsrt-build.lock')!r})\n"
-                "lock.acquire()\n"
-                "print('held', flush=True)\ntime.sleep(600)\n",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        holder = _hold_build_lock(d)
         holder.kill()
         holder.communicate()
     out = _import_with_extensions_dir(tmp_path, backend)
@@ -840,21 +847,8 @@ def test_waiting_on_a_live_builder_ends_with_a_clear_error(tmp_path: Path) -> No
 
     d = tmp_path / "mpsrt" / "build"
     d.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import filelock, sys, time\n"
-            f"lock = filelock.FileLock({str(d / 'mpsrt-build.lock')!r})\n"
-            "lock.acquire()\n"
-            "print('held', flush=True)\nsys.stdin.read()\n",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = _hold_build_lock(d)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(
             ImportError, match=r"\[torch\] waited 0.2 s for another process building"
         ):

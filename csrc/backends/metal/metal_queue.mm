@@ -206,7 +206,6 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
   // ---------------------------------------------------------------- completion thread
 
   void before(const Item&) {}  // segments complete in order: finish_segment waits for each
-  void before_stop(const Item&) {}
 
   // Waits for the segment's completed handler; an empty or unscheduled command buffer may
   // report no device times, then the host clock stands in.

@@ -291,7 +291,6 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
   }
 
   void before(const Item& it) { reach(it.value); }
-  void before_stop(const Item& it) { reach(it.value); }
 
   void finish_segment(Segment* s, GpuJob& job) {
     DeviceShared& d = *d_;
