@@ -137,6 +137,7 @@ class CachingAllocator {
   uint64_t reserved_bytes() const;
   uint64_t recommended_max() const noexcept { return recommended_max_; }
   /// True in a child process forked after this allocator was made: its memory is the parent's.
+  /// Cost: one virtual call (PoolDevice::stale); every Buffer's release asks it.
   bool stale() const noexcept { return device_.stale(); }
   uint64_t high_limit() const;
   /// True when reserved memory is past 90% of the low watermark (lock-free, approximate).
