@@ -113,10 +113,10 @@ void Buffer::check_owner() const {
 }
 
 int Buffer::device() const noexcept {
-  return block_ ? block_->stream->device_index() : -1;
+  return block_ ? detail::StreamImpl::of(block_->stream)->device_index() : -1;
 }
 Stream Buffer::stream() const noexcept {
-  return detail::Access::make_stream(block_ ? block_->stream : nullptr);
+  return detail::Access::make_stream(block_ ? detail::StreamImpl::of(block_->stream) : nullptr);
 }
 uint64_t Buffer::address() const noexcept {
   return block_ ? block_->address() + offset_ : 0;

@@ -114,6 +114,35 @@ BackendChoice choose_backend(const std::string& wanted, const std::vector<backen
                 " is not a backend; built backends: " + join_names(built));
 }
 
+namespace {
+
+// A DeviceContext as its allocator sees it: the backend's heaps and limits, and the
+// device-wide steps of empty_cache() and the out-of-memory ladder.
+class DevicePool final : public PoolDevice {
+ public:
+  explicit DevicePool(DeviceContext& device) : device_(device) {}
+  int index() const noexcept override { return device_.index(); }
+  uint64_t recommended_max_memory() const noexcept override {
+    return device_.backend_device().info().recommended_max_memory;
+  }
+  uint64_t max_buffer_size() const noexcept override {
+    return device_.backend_device().info().max_buffer_size;
+  }
+  std::unique_ptr<backend::Heap> create_heap(size_t nbytes) override {
+    return device_.backend_device().create_heap(nbytes);
+  }
+  void wait_idle() override { device_.wait_idle(); }
+  void flush_streams() override {
+    for (StreamImpl* s : device_.streams()) s->flush();
+  }
+  bool stale() const noexcept override { return device_.stale(); }
+
+ private:
+  DeviceContext& device_;
+};
+
+}  // namespace
+
 DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
                              const Options& options)
     : index_(index), dev_(std::move(dev)), generation_(g_generation.load()) {
@@ -121,7 +150,8 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   all_streams_.push_back(default_stream_.get());
   stats_ = std::make_unique<MemoryStats>();
   history_ = std::make_unique<History>();
-  allocator_ = std::make_unique<CachingAllocator>(*this, options.high_watermark_ratio,
+  pool_device_ = std::make_unique<DevicePool>(*this);
+  allocator_ = std::make_unique<CachingAllocator>(*pool_device_, options.high_watermark_ratio,
                                                   options.low_watermark_ratio);
   generator_ = std::make_shared<GeneratorImpl>(nondeterministic_seed());
   allocator_->add_observer(stats_.get());

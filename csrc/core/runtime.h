@@ -16,6 +16,7 @@ namespace mpsrt::detail {
 
 class StreamImpl;
 class CachingAllocator;
+class PoolDevice;
 class MemoryStats;
 class History;
 class DebugLog;
@@ -105,6 +106,7 @@ class DeviceContext {
   std::unique_ptr<History> history_;
   std::unique_ptr<DebugLog> debug_log_;
   std::unique_ptr<prof::AllocatorTrace> alloc_trace_;
+  std::unique_ptr<PoolDevice> pool_device_;  // this device as its allocator sees it
   std::unique_ptr<CachingAllocator> allocator_;
   std::shared_ptr<GeneratorImpl> generator_;
 };

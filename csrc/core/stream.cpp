@@ -7,7 +7,7 @@
 namespace mpsrt::detail {
 
 StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority)
-    : device_(device), id_(id), priority_(priority) {
+    : AllocStream(id), device_(device), priority_(priority) {
   queue_ = device_.backend_device().create_queue(priority);
   completed_ = device_.backend_device().create_event();
 }

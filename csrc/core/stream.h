@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "core/allocator/interfaces.h"
 #include "core/profiler.h"
 #include "mpsrt/stream.h"
 
@@ -17,17 +18,20 @@ namespace mpsrt::detail {
 
 class DeviceContext;
 
-class StreamImpl {
+/// The allocator sees a stream as its AllocStream: the id, the fence value (committed_ +
+/// open_pending_) and the completion event completed_, which the stream keeps here.
+class StreamImpl final : public AllocStream {
  public:
   StreamImpl(DeviceContext& device, int64_t id, int priority);
   ~StreamImpl();
   StreamImpl(const StreamImpl&) = delete;
   StreamImpl& operator=(const StreamImpl&) = delete;
+  /// The StreamImpl of an allocator's stream (every stream the core gives an allocator is one).
+  static StreamImpl* of(AllocStream* s) noexcept { return static_cast<StreamImpl*>(s); }
 
   int device_index() const noexcept;
   /// True in a child process forked after the stream was made (its queue stayed behind).
   bool stale() const noexcept;
-  int64_t id() const noexcept { return id_; }
 
   /// Encodes the command `op` into the open command buffer (opening one if needed) under the
   /// stream's lock, then applies `sync`. f receives a backend::CommandBuffer&.
@@ -69,23 +73,10 @@ class StreamImpl {
   int priority() const noexcept { return priority_; }
   /// Command buffers a stream may have committed and not completed before commit() waits.
   static constexpr uint64_t kMaxInFlight = 64;
-  /// The timeline value that work encoded so far will reach once complete (the open command
-  /// buffer counts as the next commit).
-  /// Cost: two atomic loads, no lock. Work encoded by other threads concurrently may or may not
-  /// be covered; everything that happened before the call is.
-  uint64_t fence_value() const noexcept {
-    // The open-buffer flag first: if a commit cleared it after our own encode, the commit's
-    // sequence number (stored before the flag) is then visible. The value can only come out
-    // too high (a concurrent commit), which merely delays a reuse.
-    const bool pending = open_pending_.load(std::memory_order_acquire);
-    return committed_.load(std::memory_order_acquire) + (pending ? 1 : 0);
-  }
   /// True once the command buffer with sequence number `seq` has been committed.
   bool committed_up_to(uint64_t seq) const noexcept {
     return committed_.load(std::memory_order_acquire) >= seq;
   }
-  /// True once every command buffer up to fence value v has completed. Cost: one atomic load.
-  bool reached(uint64_t v) const { return completed_->value() >= v; }
   /// Waits for all work without consuming a recorded command failure (allocator, teardown).
   void wait_idle();
   /// Commits what is open and waits for everything committed; rethrows a command failure.
@@ -118,17 +109,14 @@ class StreamImpl {
   void rethrow_error();
 
   DeviceContext& device_;
-  int64_t id_;
   int priority_;
   std::unique_ptr<backend::Queue> queue_;
-  // Host-signalled from each completion callback with the command buffer's sequence number,
-  // after any error is recorded: a waiter that wakes always sees the error.
-  std::unique_ptr<backend::TimelineEvent> completed_;
+  // AllocStream's completed_ is host-signalled from each completion callback with the command
+  // buffer's sequence number, after any error is recorded: a waiter that wakes always sees the
+  // error. Its committed_ is written under mu_ (read lock-free by fence_value()); its
+  // open_pending_ says the open command buffer holds commands.
   std::mutex mu_;
   std::unique_ptr<backend::CommandBuffer> open_;
-  // Sequence number of the last commit (written under mu_, read lock-free by fence_value).
-  std::atomic<uint64_t> committed_{0};
-  std::atomic<bool> open_pending_{false};  // the open command buffer holds commands
   std::unique_ptr<prof::Batch> profiled_;  // profiled commands of the open command buffer
   std::mutex error_mu_;
   std::string error_;

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "core/runtime.h"
-#include "core/stream.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
@@ -80,12 +78,12 @@ bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const 
   return a->offset < b->offset;
 }
 
-CachingAllocator::CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio)
+CachingAllocator::CachingAllocator(PoolDevice& device, double high_ratio, double low_ratio)
     : device_(device),
-      recommended_max_(device.backend_device().info().recommended_max_memory),
+      recommended_max_(device.recommended_max_memory()),
       high_ratio_(high_ratio),
       low_ratio_(low_ratio),
-      max_buffer_(device.backend_device().info().max_buffer_size) {}
+      max_buffer_(device.max_buffer_size()) {}
 
 CachingAllocator::~CachingAllocator() {
   // Every buffer must be gone (the runtime is torn down only after the device is idle).
@@ -123,7 +121,7 @@ Block* CachingAllocator::new_block() {
 
 void CachingAllocator::delete_block(Block* b) {
   // Keep the vectors' capacity: a reused Block then allocates nothing.
-  std::vector<StreamImpl*> uses = std::move(b->uses);
+  std::vector<AllocStream*> uses = std::move(b->uses);
   std::vector<StreamFence> fences = std::move(b->fences);
   uses.clear();
   fences.clear();
@@ -138,7 +136,7 @@ Block*& CachingAllocator::bin_head(size_t size) {
   return large_bins_[size];
 }
 
-Block* CachingAllocator::try_bin(size_t size, StreamImpl& stream) {
+Block* CachingAllocator::try_bin(size_t size, AllocStream& stream) {
   if (binned_.empty()) return nullptr;
   Block*& head = bin_head(size);
   Block* b = head;
@@ -206,14 +204,14 @@ void CachingAllocator::emit(const AllocEvent& e) {
   for (AllocatorObserver* o : observers_) o->on_event(e);
 }
 
-bool CachingAllocator::fences_reached(const Block* b, const StreamImpl* except) const {
+bool CachingAllocator::fences_reached(const Block* b, const AllocStream* except) const {
   for (const StreamFence& f : b->fences) {
     if (f.stream != except && !f.stream->reached(f.value)) return false;
   }
   return true;
 }
 
-Block* CachingAllocator::take(Block* b, size_t size, StreamImpl& stream) {
+Block* CachingAllocator::take(Block* b, size_t size, AllocStream& stream) {
   erase_free(b);
   if (b->size - size >= min_split(b->pool)) {
     Block* r = new_block();
@@ -232,7 +230,7 @@ Block* CachingAllocator::take(Block* b, size_t size, StreamImpl& stream) {
   return finish_take(b, stream);
 }
 
-Block* CachingAllocator::finish_take(Block* b, StreamImpl& stream) {
+Block* CachingAllocator::finish_take(Block* b, AllocStream& stream) {
   b->allocated = true;
   b->stream = &stream;
   b->fences.clear();
@@ -242,7 +240,7 @@ Block* CachingAllocator::finish_take(Block* b, StreamImpl& stream) {
   return b;
 }
 
-Block* CachingAllocator::try_reuse(Pool pool, size_t size, StreamImpl& stream) {
+Block* CachingAllocator::try_reuse(Pool pool, size_t size, AllocStream& stream) {
   auto& set = free_[free_set(pool)];
   Block key;
   key.size = size;
@@ -255,14 +253,14 @@ Block* CachingAllocator::try_reuse(Pool pool, size_t size, StreamImpl& stream) {
   return nullptr;
 }
 
-Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream,
+Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, AllocStream& stream,
                                       bool* limited, const ContextPtr& ctx) {
   const uint64_t limit = high_limit();
   if (limit != 0 && reserved_ + heap_size > limit) {
     *limited = true;
     return nullptr;
   }
-  std::unique_ptr<backend::Heap> heap = device_.backend_device().create_heap(heap_size);
+  std::unique_ptr<backend::Heap> heap = device_.create_heap(heap_size);
   if (!heap) return nullptr;
   auto* rec = new HeapRec();
   rec->pool = pool;
@@ -338,7 +336,7 @@ SizeClass size_class(size_t nbytes) noexcept {
 
 // The fast path: the size class and a pop from its exact-size bin, under the lock; the ladder
 // of allocate_slow() otherwise.
-Block* CachingAllocator::allocate(size_t nbytes, StreamImpl& stream) {
+Block* CachingAllocator::allocate(size_t nbytes, AllocStream& stream) {
   if (MPSRT_UNLIKELY(nbytes > max_buffer_)) refuse_oversize(nbytes);
   const SizeClass sc = size_class(nbytes);
   ContextPtr ctx;
@@ -489,7 +487,7 @@ void CachingAllocator::free(Block* b) noexcept {
   // Cost: one atomic load per stream; the vector keeps its capacity (no allocation).
   b->fences.clear();
   b->fences.push_back({b->stream, b->stream->fence_value()});
-  for (StreamImpl* s : b->uses) b->fences.push_back({s, s->fence_value()});
+  for (AllocStream* s : b->uses) b->fences.push_back({s, s->fence_value()});
   ContextPtr ctx;
   // With history's "all" context the free carries its own frames (else the allocation's).
   ContextPtr free_ctx;
@@ -534,7 +532,7 @@ void CachingAllocator::free(Block* b) noexcept {
   }
 }
 
-void CachingAllocator::record_stream(Block* b, StreamImpl& stream) {
+void CachingAllocator::record_stream(Block* b, AllocStream& stream) {
   std::lock_guard<SpinLock> lock(mu_);
   if (&stream == b->stream) return;
   if (std::find(b->uses.begin(), b->uses.end(), &stream) == b->uses.end()) {
@@ -548,7 +546,7 @@ void CachingAllocator::empty_cache() {
   // The pass over all streams (torch.cuda's synchronize_and_free_events, counted in
   // num_sync_all_streams): every stream's pending work is committed, so that the fences of
   // freed blocks it holds can be reached; a busy stream is not waited for (its blocks stay).
-  for (StreamImpl* s : device_.streams()) s->flush();
+  device_.flush_streams();
   std::lock_guard<SpinLock> lock(mu_);
   emit(AllocEvent{AllocAction::SyncAllStreams});
   release_heaps(SIZE_MAX, false, &ctx);
@@ -637,10 +635,6 @@ void CachingAllocator::set_context_fn(ContextFn fn, HistoryContext level) {
   recording_.store(static_cast<bool>(fn), std::memory_order_relaxed);
   old = std::move(context_fn_);
   context_fn_ = std::move(fn);
-}
-
-bool CachingAllocator::stale() const noexcept {
-  return device_.stale();
 }
 
 }  // namespace mpsrt::detail

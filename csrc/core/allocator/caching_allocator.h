@@ -1,4 +1,5 @@
-// The caching allocator: one per device, over heaps from the backend.
+// The caching allocator: one per device, over heaps from the backend. It sees the device and
+// its streams only through core/allocator/interfaces.h (PoolDevice, AllocStream).
 //
 // Size classes (after torch.mps's MPSAllocator), with split and coalesce of free blocks:
 //   request <= 1 MiB   -> small pool, 8 MiB heaps,  sizes rounded to 512 B
@@ -46,12 +47,11 @@
 
 #include "backends/backend.h"
 #include "core/allocator/events.h"
+#include "core/allocator/interfaces.h"
 #include "core/spin_lock.h"
 
 namespace mpsrt::detail {
 
-class StreamImpl;
-class DeviceContext;
 struct HeapRec;
 
 enum class Pool : uint8_t { Small = 0, Large = 1, Huge = 2 };
@@ -77,7 +77,7 @@ constexpr size_t kMinLargeSplit = size_t(1) << 20;
 
 /// Work a stream must finish before a freed block may be reused elsewhere.
 struct StreamFence {
-  StreamImpl* stream = nullptr;
+  AllocStream* stream = nullptr;
   uint64_t value = 0;
 };
 
@@ -93,8 +93,8 @@ struct Block {
   Pool pool = Pool::Small;
   Block* next_in_bin = nullptr;
   size_t bin_pos = 0;               // index in CachingAllocator::binned_ while binned
-  StreamImpl* stream = nullptr;     // allocating stream (while allocated)
-  std::vector<StreamImpl*> uses;    // other streams that used it while allocated
+  AllocStream* stream = nullptr;    // allocating stream (while allocated)
+  std::vector<AllocStream*> uses;   // other streams that used it while allocated
   std::vector<StreamFence> fences;  // while free: per stream, work to finish first
   uint64_t id = 0;                  // allocation serial number (history)
   ContextPtr context;               // who allocated it (history, when recording)
@@ -115,16 +115,16 @@ struct HeapRec {
 
 class CachingAllocator {
  public:
-  CachingAllocator(DeviceContext& device, double high_ratio, double low_ratio);
+  CachingAllocator(PoolDevice& device, double high_ratio, double low_ratio);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   /// A block of at least nbytes (> 0) for use on `stream`. Throws mpsrt::OutOfMemory.
-  Block* allocate(size_t nbytes, StreamImpl& stream);
+  Block* allocate(size_t nbytes, AllocStream& stream);
   /// Stream-ordered free.
   void free(Block* b) noexcept;
-  void record_stream(Block* b, StreamImpl& stream);
+  void record_stream(Block* b, AllocStream& stream);
 
   void empty_cache();
   double set_memory_fraction(double fraction);
@@ -137,7 +137,8 @@ class CachingAllocator {
   uint64_t reserved_bytes() const;
   uint64_t recommended_max() const noexcept { return recommended_max_; }
   /// True in a child process forked after this allocator was made: its memory is the parent's.
-  bool stale() const noexcept;
+  /// Cost: one virtual call (PoolDevice::stale); every Buffer's release asks it.
+  bool stale() const noexcept { return device_.stale(); }
   uint64_t high_limit() const;
   /// True when reserved memory is past 90% of the low watermark (lock-free, approximate).
   bool under_pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }
@@ -165,7 +166,7 @@ class CachingAllocator {
   // consolidation, the stream, its history frames, and whether the limit refused a heap.
   struct Request {
     SizeClass sc;
-    StreamImpl& stream;
+    AllocStream& stream;
     size_t plain_heap = 0;
     bool limited = false;
     const ContextPtr& ctx;
@@ -178,18 +179,18 @@ class CachingAllocator {
   Block* grow(Request& r);
   Block* after_reclaim_callbacks(Request& r, std::unique_lock<SpinLock>& lock);
   [[noreturn]] MPSRT_COLD void refuse_oversize(size_t nbytes);
-  Block* try_reuse(Pool pool, size_t size, StreamImpl& stream);
-  Block* try_bin(size_t size, StreamImpl& stream);
+  Block* try_reuse(Pool pool, size_t size, AllocStream& stream);
+  Block* try_bin(size_t size, AllocStream& stream);
   Block*& bin_head(size_t size);
   void flush_bins();
   void merge_and_insert(Block* b);
-  Block* finish_take(Block* b, StreamImpl& stream);
-  Block* try_new_heap(Pool pool, size_t size, size_t heap_size, StreamImpl& stream, bool* limited,
+  Block* finish_take(Block* b, AllocStream& stream);
+  Block* try_new_heap(Pool pool, size_t size, size_t heap_size, AllocStream& stream, bool* limited,
                       const ContextPtr& ctx);
-  Block* take(Block* b, size_t size, StreamImpl& stream);
+  Block* take(Block* b, size_t size, AllocStream& stream);
   void insert_free(Block* b);
   void erase_free(Block* b);
-  bool fences_reached(const Block* b, const StreamImpl* except) const;
+  bool fences_reached(const Block* b, const AllocStream* except) const;
   // Releases wholly free heaps, oldest first, until `target` bytes; returns the bytes released.
   // `ctx`: the releasing call's frames for history (else each heap's own).
   size_t release_heaps(size_t target, bool large_only = false, const ContextPtr* ctx = nullptr);
@@ -205,7 +206,7 @@ class CachingAllocator {
     bool operator()(const Block* a, const Block* b) const noexcept;
   };
 
-  DeviceContext& device_;
+  PoolDevice& device_;
   const uint64_t recommended_max_;
   double high_ratio_;
   const double low_ratio_;
