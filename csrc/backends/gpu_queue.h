@@ -87,7 +87,7 @@ template <class Q, class HeapT, class Seg>
 class GpuQueue : public Queue {
  public:
   using CommandBuffer = RecordingCommandBuffer<HeapT>;
-  using Cmd = RecordedCmd<HeapT>;
+  using Cmd = RecordedCmd<InHeap<HeapT>>;
   using Item = GpuItem<Seg>;
   using Signals = std::vector<std::pair<TimelineEvent*, uint64_t>>;
 

@@ -1,6 +1,8 @@
-// A command buffer that records commands for a queue that encodes them when it is committed:
-// the vulkan and metal backends turn the recording into their own command buffers on their
-// submit threads. HeapT is the backend's Heap type.
+// A command buffer that records commands for a queue that runs or encodes them when it is
+// committed: the vulkan and metal backends turn the recording into their own command buffers
+// on their submit threads, the cpu backend runs it. `Where` says how a recorded command keeps
+// a buffer: InHeap<HeapT> (the backend's heap and an offset: the GPU queues) or a host address
+// (the cpu backend: Where::ptr resolves the offset, and off() is 0).
 #pragma once
 
 #include <cstdint>
@@ -27,14 +29,22 @@ inline uint64_t replicate_pattern(uint64_t pattern, unsigned size) noexcept {
   }
 }
 
+/// Where<HeapT> for the GPU queues: a recorded buffer is its heap and an offset into it.
 template <class HeapT>
+struct InHeap {
+  using Ptr = HeapT*;
+  static Ptr ptr(BufferRef r) noexcept { return static_cast<HeapT*>(r.heap); }
+  static size_t off(BufferRef r) noexcept { return r.offset; }
+};
+
+template <class Where>
 struct RecordedCmd {
   enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
   explicit RecordedCmd(Kind k) : kind(k) {}
   Kind kind;
-  HeapT* dst = nullptr;
-  HeapT* src = nullptr;
-  size_t dst_off = 0;
+  typename Where::Ptr dst = nullptr;
+  typename Where::Ptr src = nullptr;
+  size_t dst_off = 0;  // Where::off: 0 where Ptr is an address
   size_t src_off = 0;
   size_t n = 0;
   uint64_t value = 0;  // fill pattern (replicated) / event value
@@ -44,25 +54,26 @@ struct RecordedCmd {
   std::unique_ptr<RandomParams> random;  // kRandom only
 };
 
-template <class HeapT>
-class RecordingCommandBuffer final : public CommandBuffer {
+/// Records every command of the CommandBuffer interface into `cmds`, in order.
+template <class Where>
+class Recorder : public CommandBuffer {
  public:
-  using Cmd = RecordedCmd<HeapT>;
+  using Cmd = RecordedCmd<Where>;
 
   void fill(BufferRef dst, size_t nbytes, uint64_t pattern, unsigned pattern_size) override {
     Cmd c(Cmd::kFill);
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
+    c.dst = Where::ptr(dst);
+    c.dst_off = Where::off(dst);
     c.n = nbytes;
     c.value = replicate_pattern(pattern, pattern_size);
     cmds.push_back(std::move(c));
   }
   void copy(BufferRef src, BufferRef dst, size_t nbytes) override {
     Cmd c(Cmd::kCopy);
-    c.src = heap_of(src);
-    c.src_off = src.offset;
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
+    c.src = Where::ptr(src);
+    c.src_off = Where::off(src);
+    c.dst = Where::ptr(dst);
+    c.dst_off = Where::off(dst);
     c.n = nbytes;
     cmds.push_back(std::move(c));
   }
@@ -75,8 +86,8 @@ class RecordingCommandBuffer final : public CommandBuffer {
   void wait(TimelineEvent& e, uint64_t v) override { push_event(Cmd::kWait, e, v); }
   void random(BufferRef dst, const RandomParams& p) override {
     Cmd c(Cmd::kRandom);
-    c.dst = heap_of(dst);
-    c.dst_off = dst.offset;
+    c.dst = Where::ptr(dst);
+    c.dst_off = Where::off(dst);
     c.random = std::make_unique<RandomParams>(p);
     cmds.push_back(std::move(c));
   }
@@ -90,7 +101,6 @@ class RecordingCommandBuffer final : public CommandBuffer {
   std::vector<Cmd> cmds;
 
  private:
-  static HeapT* heap_of(BufferRef r) { return static_cast<HeapT*>(r.heap); }
   void push_event(typename Cmd::Kind k, TimelineEvent& e, uint64_t v) {
     Cmd c(k);
     c.event = &e;
@@ -98,5 +108,9 @@ class RecordingCommandBuffer final : public CommandBuffer {
     cmds.push_back(std::move(c));
   }
 };
+
+/// The GPU queues' command buffer.
+template <class HeapT>
+using RecordingCommandBuffer = Recorder<InHeap<HeapT>>;
 
 }  // namespace mpsrt::backend

@@ -28,6 +28,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/park.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/recording.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::cpu {
@@ -113,18 +114,11 @@ uint8_t* host_addr(BufferRef r) {
   return static_cast<uint8_t*>(r.heap->host_ptr()) + r.offset;
 }
 
-struct Cmd {
-  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
-  explicit Cmd(Kind k) : kind(k) {}
-  Kind kind;
-  uint8_t* dst = nullptr;
-  const uint8_t* src = nullptr;
-  size_t n = 0;
-  uint64_t value = 0;  // fill pattern (replicated) / event value
-  backend::TimelineEvent* event = nullptr;
-  uint64_t* out = nullptr;
-  std::function<void()> fn;
-  std::unique_ptr<backend::RandomParams> random;  // kRandom only
+// Where a recorded command keeps a buffer: its host address (offset included).
+struct AtHost {
+  using Ptr = uint8_t*;
+  static Ptr ptr(BufferRef r) noexcept { return host_addr(r); }
+  static size_t off(BufferRef) noexcept { return 0; }
 };
 
 // How a device runs its kernels, as measured on the development VMs (see bench_fill_copy.py):
@@ -181,64 +175,22 @@ void run_copy(const ExecContext& ctx, uint8_t* dst, const uint8_t* src, size_t n
   ctx.kernels->copy(dst, src, n, /*nt=*/false);
 }
 
-class CpuCommandBuffer final : public backend::CommandBuffer {
+// The recorded commands (backend::Recorder), run by execute().
+class CpuCommandBuffer final : public backend::Recorder<AtHost> {
  public:
-  void fill(BufferRef dst, size_t nbytes, uint64_t pattern, unsigned pattern_size) override {
-    Cmd c(Cmd::kFill);
-    c.dst = host_addr(dst);
-    c.n = nbytes;
-    c.value = replicate_pattern(pattern, pattern_size);
-    cmds_.push_back(std::move(c));
-  }
-  void copy(BufferRef src, BufferRef dst, size_t nbytes) override {
-    Cmd c(Cmd::kCopy);
-    c.src = host_addr(src);
-    c.dst = host_addr(dst);
-    c.n = nbytes;
-    cmds_.push_back(std::move(c));
-  }
-  void host_callback(std::function<void()> fn) override {
-    Cmd c(Cmd::kCallback);
-    c.fn = std::move(fn);
-    cmds_.push_back(std::move(c));
-  }
-  void signal(backend::TimelineEvent& e, uint64_t v) override {
-    Cmd c(Cmd::kSignal);
-    c.event = &e;
-    c.value = v;
-    cmds_.push_back(std::move(c));
-  }
-  void wait(backend::TimelineEvent& e, uint64_t v) override {
-    Cmd c(Cmd::kWait);
-    c.event = &e;
-    c.value = v;
-    cmds_.push_back(std::move(c));
-  }
-  void random(BufferRef dst, const backend::RandomParams& p) override {
-    Cmd c(Cmd::kRandom);
-    c.dst = host_addr(dst);
-    c.random = std::make_unique<backend::RandomParams>(p);
-    cmds_.push_back(std::move(c));
-  }
-  void timestamp(uint64_t* out) override {
-    Cmd c(Cmd::kTimestamp);
-    c.out = out;
-    cmds_.push_back(std::move(c));
-  }
-  size_t size() const noexcept override { return cmds_.size(); }
   // Drops the executed commands (and what their callbacks hold), keeping the signals that
   // execute() left for signal_trailing().
   void release_commands() {
-    cmds_.erase(cmds_.begin(), cmds_.begin() + static_cast<std::ptrdiff_t>(trailing_));
+    cmds.erase(cmds.begin(), cmds.begin() + static_cast<std::ptrdiff_t>(trailing_));
     trailing_ = 0;
   }
   /// After release_commands() and the completion callback: sets the signals that end the
   /// command buffer.
   void signal_trailing() {
-    for (const Cmd& c : cmds_) {
+    for (const Cmd& c : cmds) {
       if (c.kind == Cmd::kSignal) c.event->signal(c.value);
     }
-    cmds_.clear();
+    cmds.clear();
   }
   /// True when the commands should run on the queue's thread rather than inline on a thread
   /// that synchronizes: host callbacks (they are promised a runtime thread), and copies of
@@ -247,7 +199,7 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
   /// that runs Python (1 MiB: 44 against 57 us), while fills measured faster inline (no
   /// hand-off: 17.7 against 18.4 us, memset 16.4).
   bool prefers_queue() const {
-    for (const Cmd& c : cmds_) {
+    for (const Cmd& c : cmds) {
       if (c.kind == Cmd::kCallback) return true;
       if (c.kind == Cmd::kCopy && c.n >= kInlineCopyMax) return true;
     }
@@ -266,9 +218,9 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
   Completion execute(const ExecContext& ctx) {
     Completion done;
     done.device_start_ns = static_cast<uint64_t>(now_ns());
-    trailing_ = backend::trailing_signals(cmds_);
-    for (size_t i = 0; i < cmds_.size(); ++i) {
-      Cmd& c = cmds_[i];
+    trailing_ = backend::trailing_signals(cmds);
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      Cmd& c = cmds[i];
       const bool failed = !done.error.empty();
       switch (c.kind) {
         case Cmd::kFill:
@@ -306,7 +258,6 @@ class CpuCommandBuffer final : public backend::CommandBuffer {
   }
 
  private:
-  std::vector<Cmd> cmds_;
   size_t trailing_ = 0;  // first of the signals that end the command buffer
 };
 
