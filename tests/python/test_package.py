@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -36,7 +37,8 @@ def test_public_names() -> None:
 
 # ---------------------------------------------------------------- typed stubs, checked by mypy
 
-_MYPY_CACHE = ROOT / "build" / "mypy-cache"
+# One cache per xdist worker: two mypy runs never write one cache at once.
+_MYPY_CACHE = ROOT / "build" / "mypy-cache" / os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def _mypy(*targets: pathlib.Path) -> tuple[int, str]:
