@@ -69,10 +69,10 @@ Stream stream_of(nb::handle obj, const char* caller) {
   return nb::cast<Stream>(obj);
 }
 
-void init_stream(nb::module_& m) {
-  using nb::gil_scoped_release;
-  nb::class_<Event> event(m, "Event", "A marker in a stream's work, for ordering and timing.");
+namespace {
 
+void bind_stream(nb::module_& m) {
+  using nb::gil_scoped_release;
   nb::class_<Stream>(m, "Stream", "An in-order queue of work on a device.")
       .def(
           "__init__",
@@ -167,7 +167,10 @@ void init_stream(nb::module_& m) {
            })
       .def("__hash__", [](const Stream& s) { return std::hash<uintptr_t>()(s.handle()); })
       .def("__repr__", &stream_repr);
+}
 
+void bind_event(nb::class_<Event>& event) {
+  using nb::gil_scoped_release;
   event
       .def(
           "__init__",
@@ -232,7 +235,15 @@ void init_stream(nb::module_& m) {
                ", device=" + (e.device() < 0 ? "None" : std::to_string(e.device())) +
                ", recorded=" + (e.recorded() ? "True" : "False") + ")";
       });
+}
 
+}  // namespace
+
+void init_stream(nb::module_& m) {
+  // Event first: Stream's methods name it in their signatures.
+  nb::class_<Event> event(m, "Event", "A marker in a stream's work, for ordering and timing.");
+  bind_stream(m);
+  bind_event(event);
   m.def(
       "current_stream", [](int device) { return current_stream(device); }, nb::arg("device") = -1);
   m.def(
