@@ -379,7 +379,7 @@ void CachingAllocator::refuse_oversize(size_t nbytes) {
 // new heap; the first block found ends it. Called with mu_ held; the rungs that call out
 // (reclaim callbacks, waiting for the device) drop it meanwhile.
 Block* CachingAllocator::allocate_slow(Request& r, std::unique_lock<SpinLock>& lock) {
-  if (Block* b = reuse(r)) return b;
+  if (Block* b = reuse_merged(r)) return b;  // allocate() has just tried the exact-size bin
   if (Block* b = grow(r)) return b;
   emit(AllocEvent{AllocAction::Retry});
   if (Block* b = after_reclaim_callbacks(r, lock)) return b;
@@ -396,9 +396,13 @@ Block* CachingAllocator::allocate_slow(Request& r, std::unique_lock<SpinLock>& l
 
 // A cached block: the exact-size bin, then the best fit over every merged free block.
 Block* CachingAllocator::reuse(Request& r) {
-  Block* b = try_bin(r.sc.size, r.stream);
-  if (b != nullptr) return b;
-  b = try_reuse(r.sc.pool, r.sc.size, r.stream);
+  if (Block* b = try_bin(r.sc.size, r.stream)) return b;
+  return reuse_merged(r);
+}
+
+// The best fit over every merged free block (the binned ones merged in first if need be).
+Block* CachingAllocator::reuse_merged(Request& r) {
+  Block* b = try_reuse(r.sc.pool, r.sc.size, r.stream);
   if (b != nullptr || binned_.empty()) return b;
   flush_bins();
   return try_reuse(r.sc.pool, r.sc.size, r.stream);

@@ -174,6 +174,7 @@ class CachingAllocator {
   // The slow path's named steps (allocate_slow() runs them in order).
   Block* allocate_slow(Request& r, std::unique_lock<SpinLock>& lock);
   Block* reuse(Request& r);
+  Block* reuse_merged(Request& r);
   Block* new_heap(Request& r);
   Block* reuse_or_new_heap(Request& r);
   Block* grow(Request& r);
