@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <string>
 
 #include "mpsrt/event.h"
 #include "mpsrt/generator.h"
@@ -59,18 +60,27 @@ struct OptStreamArg {
 /// An mpsrt.Event (or None where OptEventArg).
 struct EventArg {
   nb::handle obj;
-  Event& get(const char* caller) const;
+  Event& get(const char* caller) const {
+    return cast_or_type_error<Event>(obj, std::string(caller) + ": expected an mpsrt.Event");
+  }
 };
 struct OptEventArg {
   nb::handle obj;
   bool is_none() const { return obj.is_none(); }
-  Event& get(const char* caller) const;
+  Event& get(const char* caller) const {
+    return cast_or_type_error<Event>(obj,
+                                     std::string(caller) + ": expected an mpsrt.Event or None");
+  }
 };
 
-/// An mpsrt.Generator or None (the buffer's device's default generator).
+/// An mpsrt.Generator or None (the default generator of `device`).
 struct OptGeneratorArg {
   nb::handle obj;
-  Generator get(int device, const char* caller) const;
+  Generator get(int device, const char* caller) const {
+    if (obj.is_none()) return Generator::default_generator(device);
+    return cast_or_type_error<Generator>(
+        obj, std::string(caller) + "(): generator must be an mpsrt.Generator or None");
+  }
 };
 
 /// A real number (an int or a float; not a bool).

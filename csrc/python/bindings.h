@@ -20,6 +20,13 @@ Stream stream_of(nb::handle obj, const char* caller);
 /// Raises TypeError("<what>, got <type of got>").
 [[noreturn]] void type_error_got(const std::string& what, nb::handle got);
 
+/// `obj` as the bound C++ type T; TypeError("<what>, got <type of obj>") when it is not one.
+template <class T>
+T& cast_or_type_error(nb::handle obj, const std::string& what) {
+  if (!nb::isinstance<T>(obj)) type_error_got(what, obj);
+  return nb::cast<T&>(obj);
+}
+
 void init_device(nb::module_& m);
 void init_stream(nb::module_& m);
 /// Memory statistics, limits, reclaim callbacks and allocation history (Buffer: buffer.h).

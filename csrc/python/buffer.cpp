@@ -22,10 +22,7 @@ namespace mpsrt::python {
 
 // The Buffer a method was called on; a foreign `self` (Buffer.fill_(x)) is a TypeError.
 PyBuffer& buffer_self(nb::handle self, const char* caller) {
-  if (!nb::isinstance<PyBuffer>(self)) {
-    type_error_got(std::string(caller) + " expected an mpsrt.Buffer", self);
-  }
-  return nb::cast<PyBuffer&>(self);
+  return cast_or_type_error<PyBuffer>(self, std::string(caller) + " expected an mpsrt.Buffer");
 }
 
 void check_live(const PyBuffer& b) {
@@ -43,10 +40,8 @@ using BufferObject = nb::typed<nb::object, PyBuffer>;
 
 Stream stream_arg(nb::handle stream, int device) {
   if (stream.is_none()) return current_stream(device);
-  if (!nb::isinstance<Stream>(stream)) {
-    type_error_got("empty(): stream must be an mpsrt.Stream or None", stream);
-  }
-  const Stream s = nb::cast<Stream>(stream);
+  const Stream s =
+      cast_or_type_error<Stream>(stream, "empty(): stream must be an mpsrt.Stream or None");
   if (s.device() != device) {
     throw nb::value_error(("empty(): the stream is on device " + std::to_string(s.device()) +
                            " but device " + std::to_string(device) + " was asked for")

@@ -39,10 +39,6 @@ PyObject* g_dtype_error = nullptr;
   throw nb::python_error();
 }
 
-std::string type_name_of(nb::handle h) {
-  return nb::type_name(h.type()).c_str();
-}
-
 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> state_array(const RngState& s) {
   auto* data = new uint8_t[kRngStateSize];
   std::memcpy(data, s.data(), kRngStateSize);
@@ -86,54 +82,45 @@ i128 as_i128(nb::handle v) {
   return u;
 }
 
-// Fills `b` (the Python Buffer `self`) with op's numbers on the current stream; returns self.
-BufferObject fill(nb::handle self, PyBuffer& b, Spec spec, const Generator& gen) {
-  if (!find_dtype(b.dtype->name, &spec.dtype)) {
-    throw nb::value_error(
-        (std::string("random numbers cannot be written as ") + b.dtype->name).c_str());
-  }
+// Fills `b` (the Python Buffer `self`) with the numbers of `spec` (op and dtype set) on the
+// current stream; returns self.
+BufferObject fill(nb::handle self, PyBuffer& b, const Spec& spec, Generator gen) {
   check_live(b);
   const uint64_t count = b.nbytes / itemsize(*b.dtype);
   const Stream s = current_stream(b.device);
-  Generator g = gen;
   {
     nb::gil_scoped_release release;  // the stream's lock may be held by a committer
-    random_fill(b.buf, count, spec, g, s);
+    random_fill(b.buf, count, spec, gen, s);
   }
   return BufferObject(nb::borrow(self));
 }
 
-// The Buffer a random method was called on, checked to be one the op can write.
-PyBuffer& fill_target(nb::handle self, Spec::Op op, const char* caller, const char* needs) {
+// The Buffer a random method was called on, checked to be one spec->op can write; sets
+// spec->dtype to its dtype.
+PyBuffer& fill_target(nb::handle self, Spec* spec, const char* caller, const char* needs) {
   PyBuffer& b = buffer_self(self, (std::string(caller) + "()").c_str());
-  Spec::DType d;
-  if (!find_dtype(b.dtype->name, &d) || !random_supported(op, d)) {
+  if (!find_dtype(b.dtype->name, &spec->dtype) || !random_supported(spec->op, spec->dtype)) {
     dtype_not_implemented(std::string(caller) + "() " + needs + b.dtype->name);
   }
   return b;
 }
 
 Generator& generator_self(nb::handle self, const char* caller) {
-  if (!nb::isinstance<Generator>(self)) {
-    type_error_got(std::string(caller) + " expected an mpsrt.Generator", self);
-  }
-  return nb::cast<Generator&>(self);
+  return cast_or_type_error<Generator>(self, std::string(caller) + " expected an mpsrt.Generator");
 }
 
 BufferObject random_(nb::handle self, IntArg low, std::optional<IntArg> high,
                      OptGeneratorArg generator) {
-  PyBuffer& b = fill_target(self, Spec::Op::IntRange, "random_", "cannot write ");
-  Spec::DType d;
-  find_dtype(b.dtype->name, &d);
-  const RandomIntBounds bounds = random_int_bounds(d);
+  Spec spec;
+  spec.op = Spec::Op::IntRange;
+  PyBuffer& b = fill_target(self, &spec, "random_", "cannot write ");
+  const RandomIntBounds bounds = random_int_bounds(spec.dtype);
   const nb::int_ lo_obj = low.get("low", "random_");
   const nb::int_ hi_obj = high ? high->get("high", "random_") : nb::int_(bounds.max);
   const i128 lo = as_i128(lo_obj), hi = as_i128(hi_obj);
   const i128 two63 = i128(1) << 63, two64 = i128(1) << 64;
   if (!(hi < lo || lo < -two63 || lo >= two63 || hi - lo >= two64)) {
     // The core checks the rest (a non-empty range within the dtype).
-    Spec spec;
-    spec.op = Spec::Op::IntRange;
     spec.low = static_cast<int64_t>(lo);
     spec.range = static_cast<uint64_t>(hi - lo);
     return fill(self, b, spec, generator.get(b.device, "random_"));
@@ -155,27 +142,6 @@ BufferObject random_(nb::handle self, IntArg low, std::optional<IntArg> high,
 }
 
 }  // namespace
-
-Event& EventArg::get(const char* caller) const {
-  if (!nb::isinstance<Event>(obj))
-    type_error_got(std::string(caller) + ": expected an mpsrt.Event", obj);
-  return nb::cast<Event&>(obj);
-}
-
-Event& OptEventArg::get(const char* caller) const {
-  if (!nb::isinstance<Event>(obj)) {
-    type_error_got(std::string(caller) + ": expected an mpsrt.Event or None", obj);
-  }
-  return nb::cast<Event&>(obj);
-}
-
-Generator OptGeneratorArg::get(int device, const char* caller) const {
-  if (obj.is_none()) return Generator::default_generator(device);
-  if (!nb::isinstance<Generator>(obj)) {
-    type_error_got(std::string(caller) + "(): generator must be an mpsrt.Generator or None", obj);
-  }
-  return nb::cast<Generator>(obj);
-}
 
 double FloatArg::get(const char* name, const char* caller) const {
   static PyObject* np_number = [] {
@@ -225,8 +191,7 @@ uint64_t seed_value(nb::handle seed, const char* caller) {
   PyObject* index = PyNumber_Index(seed.ptr());
   if (index == nullptr) {
     PyErr_Clear();
-    throw nb::type_error(
-        (std::string(caller) + "() expected an int seed, got " + type_name_of(seed)).c_str());
+    type_error_got(std::string(caller) + "() expected an int seed", seed);
   }
   const nb::int_ s = nb::steal<nb::int_>(index);
   const i128 v = as_i128(s);
@@ -242,7 +207,7 @@ nb::bytes state_bytes(nb::handle state, const char* caller) {
   const std::string expected =
       std::string(caller) +
       "() expected a contiguous uint8 buffer of 44 bytes (bytes, a numpy uint8 array or a torch "
-      "ByteTensor), got ";
+      "ByteTensor)";
   nb::bytes data;
   const std::string module =
       nb::cast<std::string>(nb::getattr(state.type(), "__module__", nb::str("")));
@@ -251,7 +216,9 @@ nb::bytes state_bytes(nb::handle state, const char* caller) {
     data = nb::steal<nb::bytes>(PyBytes_FromObject(state.ptr()));
   } else if (module == "numpy" && nb::hasattr(state, "__array_interface__")) {
     const std::string dtype = nb::str(nb::object(state.attr("dtype"))).c_str();
-    if (dtype != "uint8") throw nb::type_error((expected + "a numpy array of " + dtype).c_str());
+    if (dtype != "uint8") {
+      throw nb::type_error((expected + ", got a numpy array of " + dtype).c_str());
+    }
     if (!nb::cast<bool>(state.attr("flags").attr("c_contiguous"))) {
       throw nb::value_error(
           (std::string(caller) + "(): the state array must be contiguous").c_str());
@@ -259,12 +226,14 @@ nb::bytes state_bytes(nb::handle state, const char* caller) {
     data = nb::borrow<nb::bytes>(state.attr("tobytes")());
   } else if (module.rfind("torch", 0) == 0 && nb::hasattr(state, "dtype")) {
     const std::string dtype = nb::str(nb::object(state.attr("dtype"))).c_str();
-    if (dtype != "torch.uint8") throw nb::type_error((expected + "a tensor of " + dtype).c_str());
+    if (dtype != "torch.uint8") {
+      throw nb::type_error((expected + ", got a tensor of " + dtype).c_str());
+    }
     data = nb::borrow<nb::bytes>(
         state.attr("detach")().attr("cpu")().attr("contiguous")().attr("numpy")().attr(
             "tobytes")());
   } else {
-    throw nb::type_error((expected + type_name_of(state)).c_str());
+    type_error_got(expected, state);
   }
   if (data.size() != kRngStateSize) {
     throw nb::value_error((std::string(caller) + "(): the state must be " +
@@ -305,9 +274,9 @@ void set_state(nb::handle self, RngStateArg state) {
 BufferObject two_parameter_fill(nb::handle self, Spec::Op op, const char* caller, FloatArg a,
                                 const char* a_name, FloatArg b, const char* b_name,
                                 const OptGeneratorArg& generator) {
-  PyBuffer& buf = fill_target(self, op, caller, "needs a floating-point Buffer, got ");
   Spec spec;
   spec.op = op;
+  PyBuffer& buf = fill_target(self, &spec, caller, "needs a floating-point Buffer, got ");
   spec.a = a.get(a_name, caller);
   spec.b = b.get(b_name, caller);
   return fill(self, buf, spec, generator.get(buf.device, caller));
@@ -323,9 +292,9 @@ BufferObject normal_(nb::handle self, FloatArg mean, FloatArg std, OptGeneratorA
 }
 
 BufferObject bernoulli_(nb::handle self, FloatArg p, OptGeneratorArg generator) {
-  PyBuffer& b = fill_target(self, Spec::Op::Bernoulli, "bernoulli_", "cannot write ");
   Spec spec;
   spec.op = Spec::Op::Bernoulli;
+  PyBuffer& b = fill_target(self, &spec, "bernoulli_", "cannot write ");
   spec.p = p.get("p", "bernoulli_");
   return fill(self, b, spec, generator.get(b.device, "bernoulli_"));
 }
@@ -453,6 +422,10 @@ void bind_module_functions(nb::module_& m) {
         PyBuffer& buf = buffer_self(buffer, (caller + "()").c_str());
         Spec spec;
         if (!find_op(op, &spec.op)) throw nb::value_error(("unknown random op " + op).c_str());
+        if (!find_dtype(buf.dtype->name, &spec.dtype)) {
+          throw nb::value_error(
+              (std::string("random numbers cannot be written as ") + buf.dtype->name).c_str());
+        }
         spec.a = a;
         spec.b = b;
         spec.low = low;

@@ -63,10 +63,7 @@ std::string stream_repr(const Stream& s) {
 }  // namespace
 
 Stream stream_of(nb::handle obj, const char* caller) {
-  if (!nb::isinstance<Stream>(obj)) {
-    type_error_got(std::string(caller) + ": expected an mpsrt.Stream", obj);
-  }
-  return nb::cast<Stream>(obj);
+  return cast_or_type_error<Stream>(obj, std::string(caller) + ": expected an mpsrt.Stream");
 }
 
 namespace {
