@@ -63,6 +63,17 @@ class TimelineEvent {
   virtual bool wait(uint64_t target, int64_t timeout_ns) = 0;
   /// The current value.
   virtual uint64_t value() const = 0;
+  /// Host wait until value() >= target or other.value() >= other_target, whichever comes
+  /// first (other: an event of the same device). A backend that cannot wait for either of two
+  /// events at once waits for this one alone, which is never shorter: callers pass as `other`
+  /// an event that cannot be reached before this one is due (the completion timeline of the
+  /// stream whose command buffer signals this event). Returns false on timeout.
+  virtual bool wait_either(uint64_t target, TimelineEvent& other, uint64_t other_target,
+                           int64_t timeout_ns) {
+    (void)other;
+    (void)other_target;
+    return wait(target, timeout_ns);
+  }
 };
 
 /// What a completed command buffer reports. Times are in the backend's device clock,
@@ -73,6 +84,8 @@ struct Completion {
   uint64_t device_end_ns = 0;
 };
 using CompletionFn = std::function<void(const Completion&)>;
+/// A failure of a command buffer, reported by a queue with a completion timeline.
+using ErrorFn = std::function<void(const std::string&)>;
 
 /// A random-number fill, following the stream definition of mpsrt/philox.h.
 enum class RandomOp : uint8_t {
@@ -206,6 +219,23 @@ class Queue {
   /// Hands a recorded command buffer to the device. Returns at once; on_complete runs on a
   /// runtime thread once every command has executed (or one failed), in commit order.
   virtual void commit(std::unique_ptr<CommandBuffer> cb, CompletionFn on_complete) = 0;
+  /// The queue's completion timeline, where the queue keeps one (nullptr otherwise: the core
+  /// then keeps an event of its own and signals it from each on_complete). Its value counts
+  /// the command buffers committed to this queue whose work is done: the n-th commit sets it
+  /// to n. A device that signals it itself lets a host that waits for a command buffer wait
+  /// for the device directly, with no runtime thread in between.
+  ///
+  /// Asking for it changes commit()'s contract: on_complete may be empty, and the device may
+  /// then set the timeline directly; a failure of such a command buffer (a host callback that
+  /// threw, a submission the driver refused) is reported through on_error before the timeline
+  /// reaches it. A non-empty on_complete still runs before the timeline reaches its command
+  /// buffer. Signals that end a command buffer (trailing_signals) are set once the timeline
+  /// has reached it. Called at most once, before the first commit; on_error must outlive the
+  /// queue.
+  virtual TimelineEvent* timeline(ErrorFn on_error) {
+    (void)on_error;
+    return nullptr;
+  }
   /// Optionally runs a command buffer to completion on the calling thread, which is about to
   /// wait for it anyway (a host-memory backend saves the hand-off and keeps the data in the
   /// caller's cache). The core calls it only when every earlier command buffer of this queue

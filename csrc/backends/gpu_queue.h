@@ -12,6 +12,12 @@
 //    host (so an event's value never decreases), run a host callback, stamp a timestamp with
 //    the device clock, report a command buffer's completion.
 //
+// A command buffer that cannot block -- no host callback, no wait for an event not reached yet
+// -- may instead be walked on the committing thread, when the backend allows it and nothing
+// committed earlier is still waiting for the submit thread: no hand-off, no wake-up (the
+// backend's walks_inline()). Walks never overlap: the submit thread and inline walkers take
+// turns, in commit order. The threads start when first needed.
+//
 // The backend Q derives from GpuQueue<Q, HeapT, Seg> (Seg: its handle of a segment, carried by
 // the completion items) and provides, as members GpuQueue may call (a friend):
 //   void process(CommandBuffer& cb, const std::shared_ptr<GpuJob>& job)
@@ -24,14 +30,22 @@
 //                                           error has no job and is dropped)
 //   void finish_segment(Seg& seg, GpuJob& job)
 //   uint64_t now_ns()                       the device clock on the host
-//   uint64_t order()                        submit thread: the value items pushed now carry
+//   uint64_t order()                        walker: the value items pushed now carry
 //                                           (vulkan: the queue semaphore's last submitted value)
+// and may shadow GpuQueue's defaults of:
+//   bool walks_inline(const CommandBuffer& cb)   false: every command buffer goes to the
+//                                                submit thread
+//   void finish_job(job, submit_error, after)    the end of a walk: the completion report,
+//                                                then the signals that end the command buffer
+//   void after_report(const Item& it)            completion thread, after a kComplete item's
+//                                                report
 // Its destructor calls stop() first, before anything the threads use is destroyed.
 #pragma once
 
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -51,8 +65,9 @@ namespace mpsrt::backend {
 /// What the completion thread reports for one committed command buffer.
 struct GpuJob {
   CompletionFn on_complete;
-  std::string error;    // the first failure: a callback, a device error, the submit thread
-  bool failed = false;  // a host callback threw: later data commands are skipped
+  std::string error;      // the first failure: a callback, a device error, the submit thread
+  bool failed = false;    // a host callback threw: later data commands are skipped
+  bool reported = false;  // the error went to the queue's error handler already
   bool have_times = false;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
@@ -71,7 +86,8 @@ struct GpuItem {
   uint64_t* out = nullptr;
   std::function<void()> fn;
   std::shared_ptr<GpuJob> job;
-  std::string error;  // kComplete: a failure of the submit thread
+  std::string error;          // kComplete: a failure of the submit thread
+  uint64_t stream_value = 0;  // backend-specific (vulkan: a completion timeline value)
 };
 
 /// Names the calling thread (shown by debuggers and profilers).
@@ -99,18 +115,32 @@ class GpuQueue : public Queue {
     return std::make_unique<CommandBuffer>();
   }
 
-  // Cost: a lock, a deque push and a condition-variable notify (the threads start on the
-  // first commit).
+  // Cost, inline: the walk itself on this thread (two uncontended lock round trips around it).
+  // Otherwise: a lock, a deque push and a condition-variable notify.
   void commit(std::unique_ptr<backend::CommandBuffer> cb, CompletionFn on_complete) override {
     std::unique_ptr<CommandBuffer> c(static_cast<CommandBuffer*>(cb.release()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!submitter_.joinable()) {
-        submitter_ = std::thread([this] { submit_loop(); });
-        completer_ = std::thread([this] { complete_loop(); });
-      }
-      pending_.emplace_back(std::move(c), std::move(on_complete));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (pending_.empty() && !walking_ && q().walks_inline(*c)) {
+      walking_ = true;
+      lock.unlock();
+      struct Done {  // hands the turn back, also when the walk throws
+        GpuQueue& self;
+        ~Done() {
+          bool more;
+          {
+            std::lock_guard<std::mutex> l(self.mu_);
+            self.walking_ = false;
+            more = !self.pending_.empty();
+          }
+          if (more) self.cv_.notify_all();
+        }
+      } done{*this};
+      run(*c, std::move(on_complete));
+      return;
     }
+    if (!submitter_.joinable()) submitter_ = std::thread([this] { submit_loop(); });
+    pending_.emplace_back(std::move(c), std::move(on_complete));
+    lock.unlock();
     cv_.notify_all();
   }
 
@@ -122,17 +152,45 @@ class GpuQueue : public Queue {
       stop_ = true;
     }
     cv_.notify_all();
-    if (submitter_.joinable()) submitter_.join();  // drains, then stops the completer
-    if (completer_.joinable()) completer_.join();
+    if (submitter_.joinable()) submitter_.join();  // drains what is pending
+    bool completing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      completing = completer_.joinable();
+    }
+    if (completing) {
+      Item it;
+      it.kind = Item::kStop;
+      push(std::move(it));
+      completer_.join();
+    }
   }
 
+  /// Hands an item to the completion thread (starting it on first use).
   void push(Item it) {
     it.value = q().order();
+    if (MPSRT_UNLIKELY(!completing_.load(std::memory_order_acquire))) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!completer_.joinable()) completer_ = std::thread([this] { complete_loop(); });
+      completing_.store(true, std::memory_order_release);
+    }
     {
       std::lock_guard<std::mutex> lock(items_mu_);
       items_.push_back(std::move(it));
     }
     items_cv_.notify_one();
+  }
+
+  // The defaults of the hooks a backend may shadow (see the top of this file).
+  bool walks_inline(const CommandBuffer&) const { return false; }
+  void after_report(const Item&) {}
+  void finish_job(const std::shared_ptr<GpuJob>& job, std::string submit_error, Signals& after) {
+    Item done;
+    done.kind = Item::kComplete;
+    done.error = std::move(submit_error);
+    done.job = job;
+    push(std::move(done));
+    push_signals(after);
   }
 
   /// The completion thread sets the event once the work pushed before it is done.
@@ -164,6 +222,7 @@ class GpuQueue : public Queue {
   /// The walk over a command buffer's commands, for process(). W, the backend's walker over
   /// its open segment, provides:
   ///   bool is_open()                 a segment is open
+  ///   void last()                    the next close ends the command buffer
   ///   void data(Cmd& c)              encodes a fill, copy or random fill (opening a segment)
   ///   void timestamp(Cmd& c, close)  close() ends the open segment and pushes the signals
   ///   void wait(Cmd& c, close)       recorded so far
@@ -217,6 +276,7 @@ class GpuQueue : public Queue {
             break;
         }
       }
+      w.last();  // the close below ends the command buffer
       close();
       w.settle();
     } catch (const std::exception& e) {
@@ -226,16 +286,21 @@ class GpuQueue : public Queue {
       w.settle();
     }
     cb.cmds.clear();  // drops what the commands hold before completion is reported
-    Item done;
-    done.kind = Item::kComplete;
-    done.error = std::move(submit_error);
-    done.job = job;
-    push(std::move(done));
-    push_signals(after_completion);
+    q().finish_job(job, std::move(submit_error), after_completion);
   }
 
  private:
   Q& q() { return static_cast<Q&>(*this); }
+
+  // One command buffer's walk (the submit thread's or an inline committer's turn).
+  void run(CommandBuffer& cb, CompletionFn on_complete) {
+    q().scope([&] {
+      auto job = std::make_shared<GpuJob>();
+      job->on_complete = std::move(on_complete);
+      job->host_start_ns = q().now_ns();
+      q().process(cb, job);
+    });
+  }
 
   void submit_loop() {
     name_this_thread(submit_name_);
@@ -243,21 +308,19 @@ class GpuQueue : public Queue {
       std::pair<std::unique_ptr<CommandBuffer>, CompletionFn> next;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        cv_.wait(lock, [&] { return !walking_ && (stop_ || !pending_.empty()); });
         if (pending_.empty()) break;  // stop_ and drained
         next = std::move(pending_.front());
         pending_.pop_front();
+        walking_ = true;
       }
-      q().scope([&] {
-        auto job = std::make_shared<GpuJob>();
-        job->on_complete = std::move(next.second);
-        job->host_start_ns = q().now_ns();
-        q().process(*next.first, job);
-      });
+      run(*next.first, std::move(next.second));
+      next.first.reset();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        walking_ = false;
+      }
     }
-    Item stop;
-    stop.kind = Item::kStop;
-    push(std::move(stop));
   }
 
   void complete_loop() {
@@ -304,6 +367,7 @@ class GpuQueue : public Queue {
       case Item::kComplete:
         if (!it.error.empty() && it.job->error.empty()) it.job->error = it.error;
         report(*it.job);
+        q().after_report(it);
         break;
       case Item::kStop:
         break;
@@ -349,10 +413,12 @@ class GpuQueue : public Queue {
 
   uint64_t callbacks_sent_ = 0;  // submit thread only
 
-  std::mutex mu_;  // pending_, stop_, thread start
+  std::mutex mu_;  // pending_, walking_, stop_, thread start
   std::condition_variable cv_;
   std::deque<std::pair<std::unique_ptr<CommandBuffer>, CompletionFn>> pending_;
+  bool walking_ = false;  // a walk is under way (the submit thread's or an inline one)
   bool stop_ = false;
+  std::atomic<bool> completing_{false};  // the completion thread has started
 
   std::mutex items_mu_;
   std::condition_variable items_cv_;

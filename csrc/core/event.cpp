@@ -93,7 +93,16 @@ void EventImpl::synchronize() const {
   const uint64_t target = target_.load(std::memory_order_acquire);
   if (target == 0) return;
   flush();
-  ev_->event->wait(target, -1);
+  StreamImpl* s = stream_.load(std::memory_order_relaxed);
+  if (timing_ || s == nullptr) {
+    // A timing event's timestamp is read before its signal is set: wait for the signal.
+    ev_->event->wait(target, -1);
+    return;
+  }
+  // The record's command buffer completing is as good as the signal (see query()), and the
+  // stream's timeline may be set by the device itself: wait for whichever comes first.
+  ev_->event->wait_either(target, s->completion_timeline(), fence_.load(std::memory_order_relaxed),
+                          -1);
 }
 
 double EventImpl::elapsed_ms(const EventImpl& end) const {

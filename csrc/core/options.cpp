@@ -148,6 +148,14 @@ const Entry kTable[] = {
        o.cpu_threads = static_cast<int>(parse_uint(var, t, 0, 256, "an integer from 0 to 256"));
      },
      [](const Options& o) { return std::to_string(o.cpu_threads); }},
+    {"MPSRT_VULKAN_SPIN_US", "", "20",
+     "vulkan backend: microseconds a host wait for the device polls before it blocks in the "
+     "driver (0 blocks at once).",
+     [](const char* var, const std::string& t, Options& o) {
+       o.vulkan_spin_us =
+           static_cast<int64_t>(parse_uint(var, t, 0, 1000000, "an integer from 0 to 1000000"));
+     },
+     [](const Options& o) { return std::to_string(o.vulkan_spin_us); }},
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ struct Options {
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
   int cpu_threads = 0;  // 0: the cores, at most 8
+  int64_t vulkan_spin_us = 20;
 };
 
 /// Reads a variable's value; nullptr when unset.

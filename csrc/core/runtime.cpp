@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
@@ -302,6 +303,11 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
     cfg.isa = options_.cpu_isa;
     cfg.threads = options_.cpu_threads;
     cpu::configure(cfg);
+  }
+  if (backend_ == &backend::vulkan_backend()) {
+    vk::VulkanConfig cfg;
+    cfg.spin_ns = options_.vulkan_spin_us * 1000;
+    vk::configure(cfg);
   }
   device_count_ = backend_->device_count();
   // The backend's platform tracing (os_signpost on metal) while this runtime runs.

@@ -9,7 +9,13 @@ namespace mpsrt::detail {
 StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority)
     : AllocStream(id), device_(device), priority_(priority) {
   queue_ = device_.backend_device().create_queue(priority);
-  completed_ = device_.backend_device().create_event();
+  // Where the queue keeps a completion timeline (the device signals it), waits go to the
+  // device directly; otherwise each completion signals an event of the stream's own.
+  completed_ = queue_->timeline([this](const std::string& what) { record_error(what); });
+  if (completed_ == nullptr) {
+    own_completed_ = device_.backend_device().create_event();
+    completed_ = own_completed_.get();
+  }
 }
 
 StreamImpl::~StreamImpl() {
@@ -40,6 +46,9 @@ uint64_t StreamImpl::commit_locked(backend::CompletionFn done) {
 
 backend::CompletionFn StreamImpl::completion(uint64_t seq) {
   if (MPSRT_LIKELY(profiled_ == nullptr)) {
+    // The queue's timeline: nothing to do on completion (failures come through on_error), so
+    // the device may signal it directly.
+    if (own_completed_ == nullptr) return nullptr;
     // Cost: the lambda's two words fit std::function's inline storage (no allocation).
     return [this, seq](const backend::Completion& c) {
       if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
@@ -48,11 +57,13 @@ backend::CompletionFn StreamImpl::completion(uint64_t seq) {
   }
   std::shared_ptr<prof::Batch> batch(profiled_.release());
   batch->commit_ns = prof::now_ns();
-  return [this, seq, batch](const backend::Completion& c) {
+  const bool signal = own_completed_ != nullptr;
+  return [this, seq, batch, signal](const backend::Completion& c) {
     if (MPSRT_UNLIKELY(!c.error.empty())) record_error(c.error);
-    // Recorded before the signal: whoever waits for the work finds its records.
+    // Recorded before the completion shows: whoever waits for the work finds its records (a
+    // queue's timeline reaches seq only after this has run).
     prof::complete(*batch, c);
-    completed_->signal(seq);
+    if (signal) completed_->signal(seq);
   };
 }
 

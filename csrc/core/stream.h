@@ -89,6 +89,8 @@ class StreamImpl final : public AllocStream {
     std::lock_guard<std::mutex> lock(mu_);
     if (open_ && open_->size() > 0) commit_locked();
   }
+  /// What reaches each command buffer's sequence number once its work has completed.
+  backend::TimelineEvent& completion_timeline() const noexcept { return *completed_; }
   /// True when every command encoded so far has completed. Commits the open command buffer
   /// (without waiting for the stream's lock), so that polling query() makes progress.
   bool query();
@@ -111,10 +113,13 @@ class StreamImpl final : public AllocStream {
   DeviceContext& device_;
   int priority_;
   std::unique_ptr<backend::Queue> queue_;
-  // AllocStream's completed_ is host-signalled from each completion callback with the command
-  // buffer's sequence number, after any error is recorded: a waiter that wakes always sees the
-  // error. Its committed_ is written under mu_ (read lock-free by fence_value()); its
-  // open_pending_ says the open command buffer holds commands.
+  // AllocStream's completed_ reaches each command buffer's sequence number after any error of
+  // it is recorded, so a waiter that wakes always sees the error: it is the queue's timeline
+  // (backend::Queue::timeline: the device signals it, errors come through on_error) or, where
+  // the queue keeps none, own_completed_, host-signalled from each completion callback. Its
+  // committed_ is written under mu_ (read lock-free by fence_value()); its open_pending_ says
+  // the open command buffer holds commands.
+  std::unique_ptr<backend::TimelineEvent> own_completed_;
   std::mutex mu_;
   std::unique_ptr<backend::CommandBuffer> open_;
   std::unique_ptr<prof::Batch> profiled_;  // profiled commands of the open command buffer

@@ -39,7 +39,9 @@ class FakeEvent final : public mpsrt::backend::TimelineEvent {
 // fence value, complete() finishes everything committed.
 class FakeStream final : public AllocStream {
  public:
-  explicit FakeStream(int64_t id) : AllocStream(id) { completed_ = std::make_unique<FakeEvent>(); }
+  explicit FakeStream(int64_t id) : AllocStream(id), event_(std::make_unique<FakeEvent>()) {
+    completed_ = event_.get();
+  }
   void encode() { open_pending_.store(true); }
   void commit() {
     if (!open_pending_.load()) return;
@@ -48,6 +50,9 @@ class FakeStream final : public AllocStream {
   }
   void complete() { completed_->signal(committed_.load()); }
   int flushes = 0;
+
+ private:
+  std::unique_ptr<FakeEvent> event_;
 };
 
 class FakeHeap final : public mpsrt::backend::Heap {

@@ -852,6 +852,168 @@ TEST_P(BackendTest, DestroyingAQueueWaitsForAPendingEventWait) {
   signaller.join();
 }
 
+// ---------------------------------------------------------------- completion timelines
+
+// A queue that keeps a completion timeline (Queue::timeline); the test is skipped, with the
+// reason, on a backend whose queues keep none (the core then signals an event of its own).
+struct TimelineQueue {
+  std::unique_ptr<mb::Queue> q;
+  mb::TimelineEvent* timeline = nullptr;
+  std::mutex mu;
+  std::vector<std::string> errors;
+  // The timeline's value when each error arrived.
+  std::vector<uint64_t> value_at_error;
+};
+
+#define OPEN_TIMELINE_QUEUE(tq)                              \
+  TimelineQueue tq;                                          \
+  tq.q = device_->create_queue(0);                           \
+  tq.timeline = tq.q->timeline([&tq](const std::string& e) { \
+    std::lock_guard<std::mutex> lock(tq.mu);                 \
+    tq.errors.push_back(e);                                  \
+    tq.value_at_error.push_back(tq.timeline->value());       \
+  });                                                        \
+  if (tq.timeline == nullptr)                                \
+  GTEST_SKIP() << backend_->name() << "'s queues keep no completion timeline"
+
+TEST_P(BackendTest, TheTimelineCountsCompletedCommandBuffers) {
+  OPEN_TIMELINE_QUEUE(tq);
+  std::unique_ptr<mb::Heap> h = host_heap(64 * 1024);
+  EXPECT_EQ(tq.timeline->value(), 0u);
+  // Without on_complete: the device sets the timeline itself.
+  for (uint64_t i = 1; i <= 50; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+    cb->fill({h.get(), 1000 * (i - 1)}, 999, 0x10 + i, 1);
+    tq.q->commit(std::move(cb), nullptr);
+    if (i % 10 == 0) {
+      ASSERT_TRUE(tq.timeline->wait(i, kSignalPatienceNs)) << "command buffer " << i;
+      for (uint64_t k = 1; k <= i; ++k) {
+        ASSERT_TRUE(all_bytes(bytes(*h) + 1000 * (k - 1), static_cast<uint8_t>(0x10 + k), 999))
+            << "the timeline reached " << i << " before command buffer " << k << "'s fill";
+      }
+    }
+  }
+  // An empty command buffer and one with only a host callback count too.
+  tq.q->commit(tq.q->create_command_buffer(), nullptr);
+  std::atomic<bool> ran{false};
+  std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+  cb->host_callback([&] { ran = true; });
+  tq.q->commit(std::move(cb), nullptr);
+  ASSERT_TRUE(tq.timeline->wait(52, kSignalPatienceNs));
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(tq.timeline->value(), 52u);
+  EXPECT_TRUE(tq.errors.empty());
+}
+
+TEST_P(BackendTest, OnCompleteRunsBeforeTheTimelineShowsItsCommandBuffer) {
+  OPEN_TIMELINE_QUEUE(tq);
+  std::unique_ptr<mb::Heap> h = host_heap(4096);
+  // Command buffers with and without on_complete, interleaved: the timeline's values stay in
+  // order, and a command buffer with on_complete shows complete only after it ran.
+  constexpr uint64_t kCount = 200;
+  std::vector<std::atomic<uint64_t>> seen(kCount + 1);  // the timeline when on_complete ran
+  for (uint64_t i = 1; i <= kCount; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+    cb->fill({h.get(), i % 4000}, 1, static_cast<uint8_t>(i), 1);
+    if (i % 3 == 0) {
+      tq.q->commit(std::move(cb), [&, i](const mb::Completion& c) {
+        EXPECT_EQ(c.error, "");
+        seen[i] = tq.timeline->value() + 1;  // + 1: 0 means "did not run"
+      });
+    } else {
+      tq.q->commit(std::move(cb), nullptr);
+    }
+  }
+  ASSERT_TRUE(tq.timeline->wait(kCount, kSignalPatienceNs));
+  EXPECT_EQ(tq.timeline->value(), kCount);
+  for (uint64_t i = 3; i <= kCount; i += 3) {
+    ASSERT_NE(seen[i].load(), 0u) << "on_complete of " << i << " never ran";
+    EXPECT_LT(seen[i].load() - 1, i) << "the timeline showed " << i << " before on_complete ran";
+    EXPECT_GE(seen[i].load() - 1, i - 1) << "on_complete of " << i << " ran before earlier work";
+  }
+}
+
+TEST_P(BackendTest, ATimelineFailureIsReportedBeforeTheTimelineReachesIt) {
+  OPEN_TIMELINE_QUEUE(tq);
+  std::unique_ptr<mb::Heap> h = host_heap(4096);
+  for (uint64_t i = 1; i <= 20; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+    if (i % 2 == 0) {
+      cb->host_callback([i] { throw std::runtime_error("boom " + std::to_string(i)); });
+      cb->fill({h.get(), 0}, 16, 0x77, 1);  // skipped: the callback before it threw
+    } else {
+      cb->fill({h.get(), 100}, 16, static_cast<uint8_t>(i), 1);
+    }
+    tq.q->commit(std::move(cb), nullptr);
+    ASSERT_TRUE(tq.timeline->wait(i, kSignalPatienceNs));
+    std::lock_guard<std::mutex> lock(tq.mu);
+    ASSERT_EQ(tq.errors.size(), i / 2)
+        << "a failure was not reported by the time " << i << " showed complete";
+    if (i % 2 == 0) {
+      EXPECT_NE(tq.errors.back().find("boom " + std::to_string(i)), std::string::npos)
+          << tq.errors.back();
+      EXPECT_LT(tq.value_at_error.back(), i);
+    }
+  }
+  EXPECT_TRUE(all_bytes(bytes(*h), kGuard, 16)) << "a fill after a failed callback ran";
+  EXPECT_TRUE(all_bytes(bytes(*h) + 100, 19, 16));
+}
+
+TEST_P(BackendTest, TrailingSignalsLandOnceTheTimelineShowsTheirCommandBuffer) {
+  OPEN_TIMELINE_QUEUE(tq);
+  std::unique_ptr<mb::Heap> h = host_heap(1 << 20);
+  std::unique_ptr<mb::TimelineEvent> ev = device_->create_event();
+  for (uint64_t i = 1; i <= 100; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+    cb->fill({h.get(), 0}, 1 << 20, i, 1);
+    cb->signal(*ev, i);
+    tq.q->commit(std::move(cb), nullptr);
+    ASSERT_TRUE(ev->wait(i, kSignalPatienceNs));
+    EXPECT_GE(tq.timeline->value(), i)
+        << "the event ended command buffer " << i << " before the timeline showed it";
+    ASSERT_TRUE(all_bytes(bytes(*h) + (1 << 20) - 64, static_cast<uint8_t>(i), 64));
+  }
+}
+
+TEST_P(BackendTest, ACommandBufferWaitsItsTurnBehindABlockedOne) {
+  OPEN_TIMELINE_QUEUE(tq);
+  std::unique_ptr<mb::Heap> h = host_heap(4096);
+  std::unique_ptr<mb::TimelineEvent> gate = device_->create_event();
+  std::unique_ptr<mb::CommandBuffer> first = tq.q->create_command_buffer();
+  first->wait(*gate, 1);
+  first->fill({h.get(), 0}, 8, 0x11, 1);
+  tq.q->commit(std::move(first), nullptr);
+  // Nothing in these can block: they must still run after the first, never before it.
+  for (uint64_t i = 0; i < 5; ++i) {
+    std::unique_ptr<mb::CommandBuffer> cb = tq.q->create_command_buffer();
+    cb->fill({h.get(), 0}, 8, 0x20 + i, 1);
+    tq.q->commit(std::move(cb), nullptr);
+  }
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(tq.timeline->value(), 0u);
+  EXPECT_TRUE(all_bytes(bytes(*h), kGuard, 8)) << "a later command buffer ran first";
+  gate->signal(1);
+  ASSERT_TRUE(tq.timeline->wait(6, kSignalPatienceNs));
+  EXPECT_TRUE(all_bytes(bytes(*h), 0x24, 8));
+}
+
+TEST_P(BackendTest, WaitEitherEndsWithTheFirstOfTwoEvents) {
+  std::unique_ptr<mb::TimelineEvent> a = device_->create_event();
+  std::unique_ptr<mb::TimelineEvent> b = device_->create_event();
+  EXPECT_FALSE(a->wait_either(1, *b, 1, 1'000'000)) << "neither was reached";
+  a->signal(1);
+  EXPECT_TRUE(a->wait_either(1, *b, 1, 0));
+  std::unique_ptr<mb::TimelineEvent> c = device_->create_event();
+  std::thread t([&] {
+    std::this_thread::sleep_for(10ms);
+    c->signal(5);
+  });
+  // Whether a backend waits for `other` as well or for this event alone (the fallback, which
+  // callers rely on only where `other` cannot come first), the wait ends once both are set.
+  EXPECT_TRUE(c->wait_either(5, *b, 9, kSignalPatienceNs));
+  t.join();
+}
+
 std::string backend_param_name(const ::testing::TestParamInfo<mb::Backend*>& p) {
   return p.param->name();
 }

@@ -45,7 +45,7 @@ const std::vector<std::string> kNames = {
     "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
     "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
     "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
-    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS"};
+    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -101,6 +101,8 @@ TEST(Options, EachVariableIsParsed) {
   EXPECT_EQ(parse({{"MPSRT_PROFILE_RECORDS", "268435456"}}).profile_records, 268435456u);
   EXPECT_EQ(parse({{"MPSRT_CPU_SPIN_US", "0"}}).cpu_spin_us, 0);
   EXPECT_EQ(parse({{"MPSRT_CPU_SPIN_US", "1000000"}}).cpu_spin_us, 1000000);
+  EXPECT_EQ(parse({}).vulkan_spin_us, 20);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_SPIN_US", "0"}}).vulkan_spin_us, 0);
   for (const char* isa : {"auto", "avx512", "avx2", "scalar"}) {
     EXPECT_EQ(parse({{"MPSRT_CPU_ISA", isa}}).cpu_isa, isa);
   }
@@ -198,6 +200,8 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_CPU_SPIN_US", "1000001"},
       {"MPSRT_CPU_SPIN_US", "-1"},
       {"MPSRT_CPU_SPIN_US", "inf"},
+      {"MPSRT_VULKAN_SPIN_US", "1000001"},
+      {"MPSRT_VULKAN_SPIN_US", "-2"},
       {"PYTORCH_DEBUG_MPS_ALLOCATOR", "32"},
       {"PYTORCH_MPS_TRACE_SIGNPOSTS", "x"},
       {"PYTORCH_MPS_LOG_PROFILE_INFO", ""},
@@ -286,7 +290,8 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_PROFILE_RECORDS", "1048576"},
                                                        {"MPSRT_CPU_SPIN_US", "50"},
                                                        {"MPSRT_CPU_ISA", "auto"},
-                                                       {"MPSRT_CPU_THREADS", "0"}};
+                                                       {"MPSRT_CPU_THREADS", "0"},
+                                                       {"MPSRT_VULKAN_SPIN_US", "20"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);

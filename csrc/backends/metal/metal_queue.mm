@@ -115,6 +115,7 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
       open();
       [seg->cb encodeWaitForEvent:static_cast<MetalEvent*>(c.event)->event() value:c.value];
     }
+    void last() {}
     void end() {
       if (seg != nullptr) q.end_segment(std::exchange(seg, nullptr), job);
     }

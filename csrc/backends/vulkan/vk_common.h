@@ -76,6 +76,7 @@ struct DeviceShared {
   uint64_t timestamp_mask = ~uint64_t(0);
   double timestamp_period = 1.0;
   int64_t host_offset_ns = 0;  // device time + this = host steady clock
+  int64_t spin_ns = 20000;     // VulkanConfig::spin_ns when the device was opened
   std::atomic<uint64_t> held{0};
 
   // Kernels (vk_kernels.cpp).
@@ -101,6 +102,36 @@ struct DeviceShared {
   uint64_t device_now_ns() const noexcept {
     return static_cast<uint64_t>(host_now_ns() - host_offset_ns);
   }
+};
+
+/// Waits until semaphore s[i] reaches v[i] for every i (any = false) or for one of them
+/// (any = true): polls the values for d.spin_ns, then blocks in vkWaitSemaphores. timeout_ns
+/// < 0 waits forever. Returns false on timeout; throws mpsrt::Error when the device is lost.
+/// Cost when already reached: one vkGetSemaphoreCounterValue per semaphore.
+bool wait_semaphores(const DeviceShared& d, const VkSemaphore* s, const uint64_t* v, uint32_t n,
+                     bool any, int64_t timeout_ns);
+
+/// A timeline VkSemaphore as a backend event (events, and the queues' completion timelines).
+/// A host signal never lowers the value; whoever signals it from the host makes sure no
+/// device signal of a lower value is still pending (Vulkan forbids that).
+class Semaphore final : public backend::TimelineEvent {
+ public:
+  explicit Semaphore(std::shared_ptr<DeviceShared> d);
+  ~Semaphore() override;
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+
+  void signal(uint64_t v) override;
+  bool wait(uint64_t target, int64_t timeout_ns) override;
+  bool wait_either(uint64_t target, backend::TimelineEvent& other, uint64_t other_target,
+                   int64_t timeout_ns) override;
+  uint64_t value() const override;
+  VkSemaphore handle() const noexcept { return sem_; }
+
+ private:
+  std::shared_ptr<DeviceShared> d_;
+  VkSemaphore sem_ = VK_NULL_HANDLE;
+  std::mutex mu_;  // host signals
 };
 
 /// A VkDeviceMemory with one VkBuffer over all of it, mapped persistently.

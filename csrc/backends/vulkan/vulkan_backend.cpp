@@ -20,10 +20,12 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "backends/vulkan/vk_common.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::vk {
@@ -201,57 +203,92 @@ VkHeap::~VkHeap() {
   d_->held.fetch_sub(n, std::memory_order_relaxed);
 }
 
+bool wait_semaphores(const DeviceShared& d, const VkSemaphore* s, const uint64_t* v, uint32_t n,
+                     bool any, int64_t timeout_ns) {
+  auto reached = [&] {
+    uint32_t hits = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      uint64_t cur = 0;
+      check(d.fn.vkGetSemaphoreCounterValue(d.device, s[i], &cur), "vkGetSemaphoreCounterValue");
+      if (cur >= v[i]) {
+        if (any) return true;
+        ++hits;
+      }
+    }
+    return hits == n;
+  };
+  if (reached()) return true;
+  if (timeout_ns == 0) return false;
+  // Poll first: the work a waiter waits for is often microseconds from done, and a blocking
+  // wait costs a sleep and a wake-up in the driver. The first microseconds spin on the value;
+  // after that the poll yields between reads, so that a device that runs on this machine's
+  // cores (lavapipe) keeps its time slices.
+  const int64_t start = host_now_ns();
+  const int64_t spin = timeout_ns < 0 ? d.spin_ns : std::min(d.spin_ns, timeout_ns);
+  for (int64_t now = start; now - start < spin; now = host_now_ns()) {
+    if (reached()) return true;
+    if (now - start > 2000) std::this_thread::yield();
+  }
+  int64_t left = -1;
+  if (timeout_ns >= 0) {
+    left = timeout_ns - (host_now_ns() - start);
+    if (left <= 0) return reached();
+  }
+  auto wi = make<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
+  wi.flags = any ? VK_SEMAPHORE_WAIT_ANY_BIT : 0;
+  wi.semaphoreCount = n;
+  wi.pSemaphores = s;
+  wi.pValues = v;
+  const VkResult r =
+      d.fn.vkWaitSemaphores(d.device, &wi, left < 0 ? UINT64_MAX : static_cast<uint64_t>(left));
+  if (r == VK_SUCCESS) return true;
+  if (r == VK_TIMEOUT) return false;
+  fail("vkWaitSemaphores", r);
+}
+
+Semaphore::Semaphore(std::shared_ptr<DeviceShared> d) : d_(std::move(d)) {
+  auto ti = make<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
+  ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  ti.initialValue = 0;
+  auto ci = make<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
+  ci.pNext = &ti;
+  check(d_->fn.vkCreateSemaphore(d_->device, &ci, nullptr, &sem_), "vkCreateSemaphore");
+}
+
+Semaphore::~Semaphore() {
+  d_->fn.vkDestroySemaphore(d_->device, sem_, nullptr);
+}
+
+void Semaphore::signal(uint64_t v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (v <= value()) return;
+  auto si = make<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
+  si.semaphore = sem_;
+  si.value = v;
+  check(d_->fn.vkSignalSemaphore(d_->device, &si), "vkSignalSemaphore");
+}
+
+bool Semaphore::wait(uint64_t target, int64_t timeout_ns) {
+  return wait_semaphores(*d_, &sem_, &target, 1, false, timeout_ns);
+}
+
+// Both semaphores in one vkWaitSemaphores (VK_SEMAPHORE_WAIT_ANY_BIT).
+bool Semaphore::wait_either(uint64_t target, backend::TimelineEvent& other, uint64_t other_target,
+                            int64_t timeout_ns) {
+  auto* o = dynamic_cast<Semaphore*>(&other);
+  if (o == nullptr || o->d_ != d_) return wait(target, timeout_ns);
+  const VkSemaphore s[2] = {sem_, o->sem_};
+  const uint64_t v[2] = {target, other_target};
+  return wait_semaphores(*d_, s, v, 2, true, timeout_ns);
+}
+
+uint64_t Semaphore::value() const {
+  uint64_t v = 0;
+  check(d_->fn.vkGetSemaphoreCounterValue(d_->device, sem_, &v), "vkGetSemaphoreCounterValue");
+  return v;
+}
+
 namespace {
-
-// A timeline semaphore. Every signal, host or device, is made from the host (the queues'
-// completion threads run device signals), under mu_, so values only ever increase and no
-// signal is ever below the current value (which Vulkan forbids).
-class Event final : public backend::TimelineEvent {
- public:
-  explicit Event(std::shared_ptr<DeviceShared> d) : d_(std::move(d)) {
-    auto ti = make<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
-    ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    ti.initialValue = 0;
-    auto ci = make<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
-    ci.pNext = &ti;
-    check(d_->fn.vkCreateSemaphore(d_->device, &ci, nullptr, &sem_), "vkCreateSemaphore");
-  }
-  ~Event() override { d_->fn.vkDestroySemaphore(d_->device, sem_, nullptr); }
-
-  void signal(uint64_t v) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (v <= value()) return;
-    auto si = make<VkSemaphoreSignalInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO);
-    si.semaphore = sem_;
-    si.value = v;
-    check(d_->fn.vkSignalSemaphore(d_->device, &si), "vkSignalSemaphore");
-  }
-  // Cost: one vkGetSemaphoreCounterValue when the value is already there; otherwise a
-  // vkWaitSemaphores (a condition variable in Mesa).
-  bool wait(uint64_t target, int64_t timeout_ns) override {
-    if (value() >= target) return true;
-    if (timeout_ns == 0) return false;
-    auto wi = make<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &sem_;
-    wi.pValues = &target;
-    const uint64_t t = timeout_ns < 0 ? UINT64_MAX : static_cast<uint64_t>(timeout_ns);
-    const VkResult r = d_->fn.vkWaitSemaphores(d_->device, &wi, t);
-    if (r == VK_SUCCESS) return true;
-    if (r == VK_TIMEOUT) return false;
-    fail("vkWaitSemaphores", r);
-  }
-  uint64_t value() const override {
-    uint64_t v = 0;
-    check(d_->fn.vkGetSemaphoreCounterValue(d_->device, sem_, &v), "vkGetSemaphoreCounterValue");
-    return v;
-  }
-
- private:
-  std::shared_ptr<DeviceShared> d_;
-  VkSemaphore sem_ = VK_NULL_HANDLE;
-  std::mutex mu_;
-};
 
 bool has_extension(const std::vector<VkExtensionProperties>& list, const char* name) {
   for (const VkExtensionProperties& e : list) {
@@ -463,6 +500,9 @@ struct Instance {
   // The instance lives until the process exits: devices may be open until then.
 };
 
+// The settings devices are opened with (configure()).
+VulkanConfig g_config;
+
 // Set once this process has a VkInstance: from then on the driver's state (its threads,
 // mappings, locks) does not survive fork(), and a forked child must not use Vulkan.
 std::atomic<bool> g_started{false};
@@ -598,6 +638,7 @@ class Device final : public backend::Device {
 
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
+    d.spin_ns = g_config.spin_ns;
   }
 
   const backend::DeviceInfo& info() const noexcept override { return info_; }
@@ -619,7 +660,7 @@ class Device final : public backend::Device {
     return make_queue(d_);
   }
   std::unique_ptr<backend::TimelineEvent> create_event() override {
-    return std::make_unique<Event>(d_);
+    return std::make_unique<Semaphore>(d_);
   }
   int64_t host_clock_offset_ns() const noexcept override { return d_->host_offset_ns; }
 
@@ -671,6 +712,11 @@ class Backend final : public backend::Backend {
 };
 
 }  // namespace
+
+void configure(const VulkanConfig& config) {
+  g_config = config;
+}
+
 }  // namespace mpsrt::vk
 
 namespace mpsrt::backend {

@@ -47,8 +47,9 @@ class AllocStream {
   // Sequence number of the last commit (the owner stores it before clearing open_pending_).
   std::atomic<uint64_t> committed_{0};
   std::atomic<bool> open_pending_{false};  // work is encoded and not yet committed
-  // Signalled with each commit's sequence number once its work has completed.
-  std::unique_ptr<backend::TimelineEvent> completed_;
+  // Reaches each commit's sequence number once its work has completed (the owner keeps it
+  // alive as long as the stream).
+  backend::TimelineEvent* completed_ = nullptr;
 };
 
 /// The device a pool lives on. Called outside the allocator's lock except create_heap().

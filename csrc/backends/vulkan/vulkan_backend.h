@@ -1,0 +1,21 @@
+// The vulkan backend's own settings. They are not part of the backend interface (backend.h):
+// the core fills them from its options (MPSRT_VULKAN_*) and applies them when the vulkan
+// backend is the one it runs on; the backend reads no environment itself. No Vulkan type
+// appears here, and a build without the backend (no_vulkan.cpp) accepts and ignores them.
+#pragma once
+
+#include <cstdint>
+
+namespace mpsrt::vk {
+
+struct VulkanConfig {
+  /// How long a host wait for the device (synchronize, an event, back-pressure) polls the
+  /// semaphore before it blocks in the driver.
+  int64_t spin_ns = 20000;
+};
+
+/// Applies `config` to the vulkan backend (backend::vulkan_backend()); devices opened
+/// afterwards use it.
+void configure(const VulkanConfig& config);
+
+}  // namespace mpsrt::vk
