@@ -434,16 +434,50 @@ def test_many_events_from_the_pool() -> None:
 # ---------------------------------------------------------------- back-pressure
 
 
-def run_isolated(code: str, backend: str) -> subprocess.CompletedProcess | None:
-    """Runs code in a fresh interpreter on `backend`; None when it did not finish in 6 s."""
+# A child first starts the runtime (on a GPU, the driver's start-up alone can take seconds
+# when many test workers start it at once), then runs the code under a watchdog: if the code
+# has not finished DEADLOCK_SECONDS later, faulthandler prints every Python thread's stack to
+# stderr and the child exits with code 1, so that a deadlock shows where it is.
+ISOLATED_PREAMBLE = textwrap.dedent(
+    """
+    import faulthandler, mpsrt
+    mpsrt.synchronize()
+    faulthandler.dump_traceback_later({deadline}, exit=True)
+    """
+)
+DEADLOCK_SECONDS = 6
+ISOLATED_WATCHDOG_EXIT = 1
+
+
+def run_isolated(
+    code: str, backend: str, deadline: float = DEADLOCK_SECONDS
+) -> subprocess.CompletedProcess | None:
+    """Runs code in a fresh interpreter on `backend`, `deadline` seconds at most once the runtime
+    has started; None when the child did not even finish its start-up in two minutes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MPSRT_", "PYTORCH_MPS"))}
     env["MPSRT_BACKEND"] = backend
     try:
         return subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=6
+            [sys.executable, "-c", ISOLATED_PREAMBLE.format(deadline=deadline) + code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     except subprocess.TimeoutExpired:
         return None
+
+
+def deadlocked(r: subprocess.CompletedProcess) -> bool:
+    """The watchdog of run_isolated ended the child (its stderr holds every thread's stack)."""
+    return r.returncode == ISOLATED_WATCHDOG_EXIT and "most recent call first" in r.stderr
+
+
+def test_the_isolation_watchdog_reports_a_hang_with_the_stacks(backend: str) -> None:
+    r = run_isolated("import threading\nthreading.Event().wait()\n", backend, deadline=1)
+    assert r is not None
+    assert deadlocked(r), (r.returncode, r.stderr)
+    assert "threading.py" in r.stderr, r.stderr
 
 
 BACK_PRESSURE = textwrap.dedent(
@@ -485,9 +519,10 @@ def test_back_pressure_blocks_the_committer_until_the_stream_drains(backend: str
     (without stopping other Python threads) and everything completes once it is released.
     Runs in a subprocess so that a deadlock fails the test instead of hanging the run."""
     r = run_isolated(BACK_PRESSURE, backend)
-    assert r is not None, (
+    assert r is not None, "the child did not even start its runtime in two minutes"
+    assert not deadlocked(r), (
         "deadlock: a thread blocked in add_callback by back-pressure kept the other Python "
-        "threads (and so the callback it waits for) from running"
+        "threads (and so the callback it waits for) from running; the threads' stacks:\n" + r.stderr
     )
     assert r.returncode == 0, r.stderr
     still_blocked, n, alive, total, ran = r.stdout.split()
@@ -546,9 +581,10 @@ def test_many_python_callbacks_from_one_thread(backend: str) -> None:
     """A loop of add_callback past the in-flight limit must wait for the callbacks, which need
     the GIL: the waiting thread must not hold it. In a subprocess, so that a deadlock fails."""
     r = run_isolated(MANY_CALLBACKS, backend)
-    assert r is not None, (
+    assert r is not None, "the child did not even start its runtime in two minutes"
+    assert not deadlocked(r), (
         "deadlock: add_callback blocked by back-pressure while holding the GIL, which the "
-        "callbacks it waits for need"
+        "callbacks it waits for need; the threads' stacks:\n" + r.stderr
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
