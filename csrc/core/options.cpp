@@ -156,6 +156,14 @@ const Entry kTable[] = {
            static_cast<int64_t>(parse_uint(var, t, 0, 1000000, "an integer from 0 to 1000000"));
      },
      [](const Options& o) { return std::to_string(o.vulkan_spin_us); }},
+    {"MPSRT_VULKAN_QUEUES", "", "stream",
+     "vulkan backend: stream (a VkQueue per stream while the device has enough) or shared (one "
+     "VkQueue; each stream orders its own work with semaphore waits, not queue-wide barriers).",
+     [](const char* var, const std::string& t, Options& o) {
+       if (t != "stream" && t != "shared") bad_value(var, t, "stream or shared");
+       o.vulkan_shared_queue = t == "shared";
+     },
+     [](const Options& o) { return std::string(o.vulkan_shared_queue ? "shared" : "stream"); }},
 };
 
 }  // namespace

@@ -24,6 +24,7 @@ struct Options {
   std::string cpu_isa = "auto";
   int cpu_threads = 0;  // 0: the cores, at most 8
   int64_t vulkan_spin_us = 20;
+  bool vulkan_shared_queue = false;
 };
 
 /// Reads a variable's value; nullptr when unset.

@@ -307,6 +307,7 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
   if (backend_ == &backend::vulkan_backend()) {
     vk::VulkanConfig cfg;
     cfg.spin_ns = options_.vulkan_spin_us * 1000;
+    cfg.shared_queue = options_.vulkan_shared_queue;
     vk::configure(cfg);
   }
   device_count_ = backend_->device_count();

@@ -45,7 +45,8 @@ const std::vector<std::string> kNames = {
     "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
     "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
     "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
-    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US"};
+    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US",
+    "MPSRT_VULKAN_QUEUES"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -103,6 +104,9 @@ TEST(Options, EachVariableIsParsed) {
   EXPECT_EQ(parse({{"MPSRT_CPU_SPIN_US", "1000000"}}).cpu_spin_us, 1000000);
   EXPECT_EQ(parse({}).vulkan_spin_us, 20);
   EXPECT_EQ(parse({{"MPSRT_VULKAN_SPIN_US", "0"}}).vulkan_spin_us, 0);
+  EXPECT_FALSE(parse({}).vulkan_shared_queue);
+  EXPECT_TRUE(parse({{"MPSRT_VULKAN_QUEUES", "shared"}}).vulkan_shared_queue);
+  EXPECT_FALSE(parse({{"MPSRT_VULKAN_QUEUES", "stream"}}).vulkan_shared_queue);
   for (const char* isa : {"auto", "avx512", "avx2", "scalar"}) {
     EXPECT_EQ(parse({{"MPSRT_CPU_ISA", isa}}).cpu_isa, isa);
   }
@@ -202,6 +206,7 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_CPU_SPIN_US", "inf"},
       {"MPSRT_VULKAN_SPIN_US", "1000001"},
       {"MPSRT_VULKAN_SPIN_US", "-2"},
+      {"MPSRT_VULKAN_QUEUES", "Shared"},
       {"PYTORCH_DEBUG_MPS_ALLOCATOR", "32"},
       {"PYTORCH_MPS_TRACE_SIGNPOSTS", "x"},
       {"PYTORCH_MPS_LOG_PROFILE_INFO", ""},
@@ -291,7 +296,8 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_CPU_SPIN_US", "50"},
                                                        {"MPSRT_CPU_ISA", "auto"},
                                                        {"MPSRT_CPU_THREADS", "0"},
-                                                       {"MPSRT_VULKAN_SPIN_US", "20"}};
+                                                       {"MPSRT_VULKAN_SPIN_US", "20"},
+                                                       {"MPSRT_VULKAN_QUEUES", "stream"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);

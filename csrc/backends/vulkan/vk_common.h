@@ -77,6 +77,7 @@ struct DeviceShared {
   double timestamp_period = 1.0;
   int64_t host_offset_ns = 0;  // device time + this = host steady clock
   int64_t spin_ns = 20000;     // VulkanConfig::spin_ns when the device was opened
+  bool shared_queue = false;   // VulkanConfig::shared_queue when the device was opened
   std::atomic<uint64_t> held{0};
 
   // Kernels (vk_kernels.cpp).

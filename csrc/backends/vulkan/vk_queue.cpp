@@ -82,7 +82,8 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
   explicit Queue(std::shared_ptr<DeviceShared> d)
       : GpuQueue("mpsrt-vk-submit", "mpsrt-vk-done"), d_(std::move(d)), timeline_(d_) {
     DeviceShared& d0 = *d_;
-    const uint32_t qi = d0.next_queue.fetch_add(1) % static_cast<uint32_t>(d0.queues.size());
+    const uint32_t qi =
+        d0.shared_queue ? 0 : d0.next_queue.fetch_add(1) % static_cast<uint32_t>(d0.queues.size());
     vk_queue_ = d0.queues[qi];
     queue_mu_ = &d0.queue_mutexes[qi];
     auto ti = make<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
@@ -310,13 +311,16 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(d.fn.vkBeginCommandBuffer(s->cb, &bi), "vkBeginCommandBuffer");
     if (s->timed) d.fn.vkCmdResetQueryPool(s->cb, s->pool, 0, s->capacity);
-    // Orders this segment after everything submitted to the VkQueue before it.
-    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
-    d.fn.vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                              VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, nullptr, 0,
-                              nullptr);
+    if (!d.shared_queue) {
+      // Orders this segment after everything submitted to the VkQueue before it (a shared
+      // queue orders it after this stream's segments only: a semaphore wait at submission).
+      auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+      mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+      d.fn.vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, nullptr, 0,
+                                nullptr);
+    }
     if (s->timed) {
       d.fn.vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->pool, s->used++);
     }
@@ -346,6 +350,16 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
     ti.signalSemaphoreValueCount = count;
     ti.pSignalSemaphoreValues = values;
     auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+    // A shared queue: after this stream's previous segment (already submitted: no deadlock).
+    const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    const uint64_t previous = submitted_;
+    if (d.shared_queue && previous > 0) {
+      ti.waitSemaphoreValueCount = 1;
+      ti.pWaitSemaphoreValues = &previous;
+      si.waitSemaphoreCount = 1;
+      si.pWaitSemaphores = &segments_sem_;
+      si.pWaitDstStageMask = &wait_stage;
+    }
     si.pNext = &ti;
     si.commandBufferCount = 1;
     si.pCommandBuffers = &s->cb;

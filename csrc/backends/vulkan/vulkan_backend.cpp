@@ -336,12 +336,18 @@ Candidate examine(VkPhysicalDevice pd) {
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
   std::vector<VkQueueFamilyProperties> fams(nf);
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
+  // A compute family without graphics where there is one (a discrete GPU's asynchronous
+  // compute queues; ggml-vulkan does the same), else the first with compute.
   bool found = false;
-  for (uint32_t i = 0; i < nf && !found; ++i) {
-    if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && fams[i].timestampValidBits > 0) {
-      c.family = i;
-      c.queue_count = std::min<uint32_t>(fams[i].queueCount, 8);
-      found = true;
+  for (int pass = 0; pass < 2 && !found; ++pass) {
+    for (uint32_t i = 0; i < nf && !found; ++i) {
+      const VkQueueFlags f = fams[i].queueFlags;
+      if ((f & VK_QUEUE_COMPUTE_BIT) && fams[i].timestampValidBits > 0 &&
+          (pass == 1 || !(f & VK_QUEUE_GRAPHICS_BIT))) {
+        c.family = i;
+        c.queue_count = std::min<uint32_t>(fams[i].queueCount, 8);
+        found = true;
+      }
     }
   }
   if (!found) {
@@ -634,11 +640,13 @@ class Device final : public backend::Device {
                     ", api=" + std::to_string(VK_API_VERSION_MAJOR(api)) + "." +
                     std::to_string(VK_API_VERSION_MINOR(api)) + "." +
                     std::to_string(VK_API_VERSION_PATCH(api)) +
-                    ", queues=" + std::to_string(c.queue_count);
+                    ", queues=" + std::to_string(c.queue_count) +
+                    (g_config.shared_queue ? " (one shared)" : "");
 
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
     d.spin_ns = g_config.spin_ns;
+    d.shared_queue = g_config.shared_queue;
   }
 
   const backend::DeviceInfo& info() const noexcept override { return info_; }

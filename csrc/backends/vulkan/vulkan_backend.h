@@ -12,6 +12,10 @@ struct VulkanConfig {
   /// How long a host wait for the device (synchronize, an event, back-pressure) polls the
   /// semaphore before it blocks in the driver.
   int64_t spin_ns = 20000;
+  /// Every stream submits to one VkQueue, each ordering its own segments with a wait on its
+  /// semaphore instead of a queue-wide barrier (so different streams' work may overlap within
+  /// the queue); false: each stream gets a VkQueue of its own while the device has enough.
+  bool shared_queue = false;
 };
 
 /// Applies `config` to the vulkan backend (backend::vulkan_backend()); devices opened
