@@ -143,6 +143,13 @@ def test_discrete_without_a_device_peer_drops_cpu_peers(peers_mod) -> None:
     assert p.describe()["device rows"].startswith("mpsrt alone")
 
 
+def test_amd_with_a_rocm_build_of_torch(peers_mod) -> None:
+    rocm = {"torch.cuda": peers_mod.Library("torch.cuda", True, "torch, ROCm 6.4", ("amd",))}
+    p = peers_mod.choose_peers("vulkan", RADEON, rocm)
+    assert p.device_peers == ("torch.cuda",) and not p.cpu_peers and p.gpu
+    assert peers_mod.choose_peers("vulkan", NVIDIA, rocm).device_peers == ()
+
+
 def test_cpu_backend_has_no_device_peer(peers_mod) -> None:
     p = peers_mod.choose_peers("cpu", CPU, libs(peers_mod))
     assert p.device_peers == () and p.cpu_peers and not p.device_style and not p.gpu
