@@ -52,7 +52,7 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
         "--area-timeout",
         type=float,
         metavar="SECONDS",
-        help="stop an area that runs longer and report it (default: 60 with --quick, else 300; "
+        help="stop an area that runs longer and report it (default: 60 with --quick, else 600; "
         "0: no limit)",
     )
     return p, p.parse_args(argv)
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
     limit = args.area_timeout
     if limit is None:
-        limit = 60.0 if args.quick else 300.0
+        limit = 60.0 if args.quick else 600.0
     all_rows: list[Row] = []
     devices = []
     failures: list[str] = []

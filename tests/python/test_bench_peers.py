@@ -16,6 +16,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from conftest import AVAILABLE, BACKENDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GiB = 1 << 30
@@ -212,6 +213,10 @@ def discrete(peers_mod, monkeypatch: pytest.MonkeyPatch, backend: str):
     take host views of raw device memory: those calls fail here."""
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
     from mpsrt._C import _bench
+
+    gpu_backends = [b for b in BACKENDS if b in AVAILABLE and b != "cpu"]
+    if backend == "cpu" and gpu_backends:  # ~20 s a run: once, on the backend a GPU would use
+        pytest.skip(f"simulated on {gpu_backends[0]}")
 
     import bench.__main__ as runner
     from bench import gpu_peers
