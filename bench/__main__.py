@@ -149,6 +149,7 @@ def _use_backend(name: str) -> tuple[dict[str, object], Peers]:
     mpsrt._C._reset_runtime(dict(os.environ))
     props = mpsrt.get_device_properties()
     peers = current(name)
+    peers.instances()  # started here, so that the header says which ones work
     device = {"backend": name, "device": props.name, "details": props.details or "-"}
     device.update({k.replace(" ", "_"): v for k, v in peers.describe().items()})
     device["device_peer_names"] = list(peers.device_peers)

@@ -112,7 +112,7 @@ class Peers:
     def memory(self) -> str:
         if self.unified:
             return "unified: Buffers are host memory (numpy() and DLPack alias them)"
-        return "discrete: Buffers are device memory; host access is staged"
+        return "discrete: Buffers are not host memory (unified_memory=False)"
 
     def no_peer_note(self) -> str:
         """Why a device row shows mpsrt alone."""
@@ -155,7 +155,9 @@ class Peers:
                     started.append(gpu_peers.FACTORIES[name]())
                 except Exception as e:
                     self.missing[name] = f"failed to start: {short_error(e)}"
+                    self.found.pop(name, None)
             self._instances = started
+            self.device_peers = tuple(n for n in self.device_peers if n in self.found)
         return self._instances
 
     def primary(self) -> DevicePeer | None:

@@ -144,6 +144,20 @@ def test_discrete_without_a_device_peer_drops_cpu_peers(peers_mod) -> None:
     assert p.describe()["device rows"].startswith("mpsrt alone")
 
 
+def test_a_peer_that_fails_to_start_is_not_used(peers_mod, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import gpu_peers
+
+    def broken() -> None:
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    monkeypatch.setitem(gpu_peers.FACTORIES, "torch.cuda", broken)
+    p = peers_mod.choose_peers("vulkan", NVIDIA, libs(peers_mod))
+    assert p.instances() == [] and p.device_peers == () and p.device_style
+    assert p.missing["torch.cuda"].startswith("failed to start: RuntimeError: CUDA error")
+    assert p.describe()["device peers"] == "none"
+    assert "failed to start" in p.no_peer_note()
+
+
 def test_amd_with_a_rocm_build_of_torch(peers_mod) -> None:
     rocm = {"torch.cuda": peers_mod.Library("torch.cuda", True, "torch, ROCm 6.4", ("amd",))}
     p = peers_mod.choose_peers("vulkan", RADEON, rocm)
