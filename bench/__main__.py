@@ -58,8 +58,9 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
     return p, p.parse_args(argv)
 
 
-class AreaTimeout(Exception):
-    """An area ran past --area-timeout."""
+class AreaTimeout(BaseException):
+    """An area ran past --area-timeout (a BaseException, like KeyboardInterrupt, so that the
+    areas' `except Exception` around a peer's call does not swallow it)."""
 
 
 @contextlib.contextmanager
