@@ -1,21 +1,33 @@
-"""python -m bench: mpsrt against its peers (C, numpy, torch), one table per area.
+"""python -m bench: mpsrt against its peers, one table per area and backend.
 
-Misses of a goal are reported, not failures: the exit code is 0 unless the arguments are bad.
+Device rows stand beside the device's own peers (torch.cuda and CuPy on NVIDIA, torch.mps and
+MLX on Apple) and beside CPU peers (C, numpy, torch cpu) only where the device's memory is host
+memory; host-side rows keep their CPU peers (bench/peers.py).
+
+Misses of a goal are reported, not failures: the exit code is 0 unless the arguments are bad
+(2) or an area failed or was stopped by its time guard (3).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import gc
 import importlib
 import inspect
 import json
 import os
 import platform
+import signal
 import sys
+import threading
 import time
+import traceback
+from collections.abc import Iterator
 from dataclasses import asdict
 
+from .peers import Peers, current, short_error
 from .timing import Row, format_table, progress, progress_clear
 
 AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler", "torch")
@@ -36,7 +48,52 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
         "--backend", metavar="NAME", help="run on this backend only (default: every available one)"
     )
     p.add_argument("--plot", metavar="PATH.png", help="also draw the ratios (needs matplotlib)")
+    p.add_argument(
+        "--area-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop an area that runs longer and report it (default: 60 with --quick, else 600; "
+        "0: no limit)",
+    )
     return p, p.parse_args(argv)
+
+
+class AreaTimeout(BaseException):
+    """An area ran past --area-timeout (a BaseException, like KeyboardInterrupt, so that the
+    areas' `except Exception` around a peer's call does not swallow it)."""
+
+
+@contextlib.contextmanager
+def _time_guard(seconds: float) -> Iterator[None]:
+    """Raises AreaTimeout in the block after `seconds` (SIGALRM: at the next Python bytecode,
+    so a native call that blocks is interrupted when it returns). As a last resort against a
+    native call that never returns, the process dumps its threads' stacks and exits 30 s later.
+    """
+    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise AreaTimeout(f"stopped after {seconds:g} s (--area-timeout)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    backstop = False
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:  # needs a real file (not one that pytest or a notebook put in sys.stderr's place)
+            faulthandler.dump_traceback_later(seconds + 30, exit=True, file=sys.__stderr__)
+            backstop = True
+        except (AttributeError, ValueError, OSError):
+            pass
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if backstop:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def _cpu_model() -> str:
@@ -83,16 +140,56 @@ def _header(backends: list[str]) -> dict[str, object]:
     }
 
 
-def _use_backend(name: str) -> dict[str, object]:
-    """Re-creates the runtime on `name` (subprocess workers inherit MPSRT_BACKEND too) and
-    describes its device."""
+def _use_backend(name: str) -> tuple[dict[str, object], Peers]:
+    """Re-creates the runtime on `name` (subprocess workers inherit MPSRT_BACKEND too),
+    describes its device and chooses the peers of its device rows."""
     import mpsrt
 
     gc.collect()  # Buffers of the previous backend's areas
     os.environ["MPSRT_BACKEND"] = name
     mpsrt._C._reset_runtime(dict(os.environ))
     props = mpsrt.get_device_properties()
-    return {"backend": name, "device": props.name, "details": props.details or "-"}
+    peers = current(name)
+    peers.instances()  # started here, so that the header says which ones work
+    device = {"backend": name, "device": props.name, "details": props.details or "-"}
+    device.update({k.replace(" ", "_"): v for k, v in peers.describe().items()})
+    device["device_peer_names"] = list(peers.device_peers)
+    return device, peers
+
+
+def _run_area(
+    area: str, backend: str, peers: Peers, quick: bool, limit: float
+) -> tuple[list[Row], str | None]:
+    """The area's rows, or one row that says why it stopped (and that reason)."""
+    run = importlib.import_module(f".bench_{area}", __package__).run
+    params = inspect.signature(run).parameters
+    kwargs: dict[str, object] = {}
+    if "backend" in params:
+        kwargs["backend"] = backend
+    if "peers" in params:
+        kwargs["peers"] = peers
+    try:
+        with _time_guard(limit):
+            rows = run(quick, **kwargs)
+    except AreaTimeout as e:
+        failure = str(e)
+    except Exception as e:
+        traceback.print_exc()
+        failure = f"failed: {short_error(e)}"
+    else:
+        if "backend" not in params and backend != "cpu":
+            for r in rows:  # this area's goals were set for the cpu backend
+                if r.goal:
+                    r.goal, r.goal_met = f"{r.goal} (cpu)", None
+        return rows, None
+    gc.collect()  # what the stopped area left (its Buffers) before the next one
+    try:
+        import mpsrt
+
+        mpsrt.synchronize()
+    except Exception:
+        pass
+    return [Row(area, f"{area}: not finished", None, "", note=failure)], failure
 
 
 def _plot(rows: list[Row], path: str) -> None:
@@ -151,25 +248,28 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: the machine is busy with other work; expect noisy numbers")
     sys.stdout.flush()
 
+    limit = args.area_timeout
+    if limit is None:
+        limit = 60.0 if args.quick else 600.0
     all_rows: list[Row] = []
     devices = []
+    failures: list[str] = []
     t_start = time.perf_counter()
     for backend in backends:
-        device = _use_backend(backend)
+        device, peers = _use_backend(backend)
         devices.append(device)
         print(f"\n#### backend {backend}: {device['device']} ({device['details']})")
+        described = peers.describe()
+        width = max(len(k) for k in described)
+        for key, value in described.items():
+            print(f"{key.ljust(width)}  {value}")
         for area in areas:
             progress(f"[{backend}/{area}] starting")
             t0 = time.perf_counter()
-            run = importlib.import_module(f".bench_{area}", __package__).run
-            if "backend" in inspect.signature(run).parameters:
-                rows = run(args.quick, backend=backend)
-            else:
-                rows = run(args.quick)
-                if backend != "cpu":  # this area's goals were set for the cpu backend
-                    for r in rows:
-                        if r.goal:
-                            r.goal, r.goal_met = f"{r.goal} (cpu)", None
+            rows, failure = _run_area(area, backend, peers, args.quick, limit)
+            if failure:
+                failures.append(f"{backend}/{area}: {failure}")
+            peers.release()
             for r in rows:
                 r.backend = backend
             progress_clear()
@@ -186,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntotal {total:.1f} s; goals missed: {len(missed)}")
     for m in missed:
         print(f"  MISS {m}")
+    for f in failures:
+        print(f"  NOT FINISHED {f}")
 
     if args.plot:
         _plot(all_rows, args.plot)
@@ -193,10 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         header["seconds"] = round(total, 2)
         header["devices"] = devices
+        header["not_finished"] = failures
         with open(args.json, "w") as f:
             json.dump({"header": header, "rows": [asdict(r) for r in all_rows]}, f, indent=1)
             f.write("\n")
-    return 0
+    return 3 if failures else 0
 
 
 if __name__ == "__main__":

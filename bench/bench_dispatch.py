@@ -3,6 +3,11 @@
 Commits are timed in C++ (`_bench.commit_wait_ns`), so no Python overhead is in the numbers.
 The park-only variant (MPSRT_CPU_SPIN_US=0) and the runs pinned to one CPU happen in
 subprocesses, since options are read once per process and threads inherit the affinity.
+
+On a GPU, a 1-element fill_ followed by a synchronize, from Python, stands beside the same on
+each device peer (torch.cuda: `t.fill_(1.0); torch.cuda.synchronize()`), median and p99; the
+CPU reference (torch's `t.add_(1)` on the CPU) is shown only where the device's memory is host
+memory.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 import mpsrt
 from mpsrt._C import _bench
 
+from .peers import Goal, Peers, current, gpu_goal, versus
 from .timing import Row, Stats, measure, progress
 
 try:
@@ -26,6 +32,8 @@ except ImportError:
 AREA = "dispatch"
 GOAL_US = 1.0
 VULKAN_GOAL_US = 30.0
+GPU_P99_GOAL_US = 50.0
+GPU_ROUND_TRIP_GOAL = 1.2  # 1-element op + synchronize: at most this many times torch.cuda's
 IDLE_US = 2000
 
 
@@ -86,7 +94,23 @@ def _versus(
     return rows
 
 
-def run(quick: bool, backend: str = "cpu") -> list[Row]:
+def _round_trip_rows(quick: bool, peers: Peers) -> list[Row]:
+    progress(f"[{AREA}] 1-element fill_ + synchronize (Python, device peers)")
+    b = mpsrt.empty(1, "float32")
+
+    def ours() -> None:
+        b.fill_(1.0)
+        mpsrt.synchronize()
+
+    timing = {"rounds": 3 if quick else 5, "warmup": 20, "repeats": 200 if quick else 1000}
+    goal = Goal(f"<= {GPU_ROUND_TRIP_GOAL:g}x {{peer}}'s time", 1 / GPU_ROUND_TRIP_GOAL)
+    return versus(peers, AREA, "1-element fill_ + synchronize (Python)", ours,
+                  lambda p: p.tiny_op_sync(), unit="µs", sync=False, stats=("median", "p99"),
+                  goal=goal, timing=timing)  # fmt: skip
+
+
+def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[Row]:
+    peers = peers or current(backend)
     iters = 2000 if quick else 20000
     idle_iters = 100 if quick else 500
     rows: list[Row] = []
@@ -101,6 +125,9 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
         rows[-1].goal = f"<= {limit:g} µs" + (" (polling)" if backend == "vulkan" else "")
         rows[-1].goal_met = hot.median * us <= limit
     rows.append(Row(AREA, "hot, p99", hot.p99 * us, "µs"))
+    if backend != "cpu":
+        p99 = hot.p99 * us
+        gpu_goal(rows[-1], f"<= {GPU_P99_GOAL_US:g} µs", p99 <= GPU_P99_GOAL_US, peers)
 
     progress(f"[{AREA}] commit+wait after {IDLE_US} µs idle x{idle_iters}")
     _bench.commit_wait_ns(10, IDLE_US)
@@ -123,7 +150,7 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
         progress(f"[{AREA}] hot commit+wait on one CPU (subprocesses)")
         rows += _versus(f"hot on 1 CPU, {spin}", _child(n, cpu=cpu), park, _child(n, "0", cpu))
 
-    if torch is not None:
+    if torch is not None and peers.cpu_peers:
         progress(f"[{AREA}] torch CPU t.add_(1), 1 element")
         t = torch.zeros(1)
         ref = measure(lambda: t.add_(1), warmup=2, repeats=50, min_time=0.2, number=1000)
@@ -137,4 +164,6 @@ def run(quick: bool, backend: str = "cpu") -> list[Row]:
                 ref.median * us,
             )
         )
+    if peers.device_style:
+        rows += _round_trip_rows(quick, peers)
     return rows

@@ -7,6 +7,12 @@
 - a mixed-size trace (transformer-like activations at varying sequence lengths): peak
   reserved / peak allocated beside a whole-buffer cache without split (the policy of
   torch.mps's allocator, modelled here), goal <= 1.3.
+
+The Python `empty()` rows, the cache misses and the page faults are device rows: where the
+device's memory is not host memory they stand beside the device's peers (torch.cuda.empty,
+cupy.empty; goal at 1 MiB: ahead of torch.cuda) instead of numpy and torch on the CPU. The C++
+cache-hit rows and the trace time the allocator's bookkeeping on the host: they keep their
+peers everywhere.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import mpsrt
 import numpy as np
 from mpsrt._C import _bench
 
+from .peers import Goal, Peers, cpu_goals, current, versus
 from .timing import Row, measure_interleaved, progress
 
 try:
@@ -62,7 +69,21 @@ def _python_rows(quick: bool) -> list[Row]:
     return rows
 
 
-def _cpp_rows(quick: bool) -> list[Row]:
+def _device_python_rows(quick: bool, peers: Peers) -> list[Row]:
+    """empty(n) + release beside the device peers' caching allocators (torch.cuda.empty)."""
+    rows = []
+    timing = {"rounds": 2 if quick else 6, "warmup": 1, "repeats": 5 if quick else 10}
+    for n in (64, MiB, 256 * MiB):
+        progress(f"[{AREA}] empty({_size_name(n)}) + release (device peers)")
+        goal = Goal("<= 1.0x {peer}", 1.0) if n == MiB else None
+        rows += versus(peers, AREA, f"empty({_size_name(n)}) + release", lambda n=n: mpsrt.empty(n),
+                       lambda p, n=n: p.empty(n), unit="ns", number=200 if n > MiB else 5000,
+                       sync=False, goal=goal, timing=timing)  # fmt: skip
+    peers.release()
+    return rows
+
+
+def _cpp_rows(quick: bool, cpu_peers: bool = True) -> list[Row]:
     rows = []
     for n in (64, MiB, 256 * MiB):
         progress(f"[{AREA}] C++ Buffer({_size_name(n)}) + free")
@@ -85,14 +106,15 @@ def _cpp_rows(quick: bool) -> list[Row]:
             )
         )
         misses = [_bench.alloc_free_ns(n, max(20, iters // 100), True) for _ in range(3)]
+        # A miss makes a device heap: host memory is its peer only where it is device memory.
         rows.append(
             Row(
                 AREA,
                 f"C++ alloc+free {_size_name(n)}, cache miss (new heap each time)",
                 float(np.median(misses)),
                 "ns",
-                "posix_memalign+free",
-                peer,
+                *(("posix_memalign+free", peer) if cpu_peers else ()),
+                note="" if cpu_peers else "a new device heap (no host-memory peer)",
             )
         )
     return rows
@@ -102,7 +124,7 @@ def _minflt() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _fault_rows() -> list[Row]:
+def _fault_rows(cpu_peers: bool = True) -> list[Row]:
     progress(f"[{AREA}] page faults, 256 MiB again")
     n = 256 * MiB
     b = mpsrt.empty(n)
@@ -115,6 +137,10 @@ def _fault_rows() -> list[Row]:
     mpsrt.synchronize()
     ours = _minflt() - f0
     del b
+    name, goal = "256 MiB again + fill: page faults", {"goal": "0 faults", "goal_met": ours == 0}
+    if not cpu_peers:
+        note = "host page faults while device memory is reused and filled"
+        return [Row(AREA, name, ours, "faults", note=note, **goal)]
     a = np.empty(n, np.uint8)
     a.fill(1)
     del a
@@ -123,18 +149,7 @@ def _fault_rows() -> list[Row]:
     a.fill(2)
     theirs = _minflt() - f0
     del a
-    return [
-        Row(
-            AREA,
-            "256 MiB again + fill: page faults",
-            ours,
-            "faults",
-            "numpy.empty",
-            theirs,
-            goal="0 faults",
-            goal_met=ours == 0,
-        )
-    ]
+    return [Row(AREA, name, ours, "faults", "numpy.empty", theirs, **goal)]
 
 
 def _trace(seed: int, steps: int) -> list[tuple[str, int, int]]:
@@ -233,5 +248,11 @@ def _trace_rows(quick: bool) -> list[Row]:
     ]
 
 
-def run(quick: bool) -> list[Row]:
-    return _python_rows(quick) + _cpp_rows(quick) + _fault_rows() + _trace_rows(quick)
+def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[Row]:
+    peers = peers or current(backend)
+    rows = _python_rows(quick) if peers.cpu_peers else []
+    rows += _cpp_rows(quick, peers.cpu_peers) + _fault_rows(peers.cpu_peers) + _trace_rows(quick)
+    cpu_goals(rows, backend)  # the goals above were set for the cpu backend
+    if peers.device_style:
+        rows[0:0] = _device_python_rows(quick, peers)
+    return rows

@@ -1,9 +1,15 @@
-"""Random fills (Philox4x32-10) per distribution and dtype, on one and two threads, beside
-numpy, PyTorch and MLX (CPU) when installed.
+"""Random fills (Philox4x32-10) per distribution and dtype.
 
-mpsrt's figures come from their own processes (`python -m bench._worker random_gbs`), since the
-thread count and instruction set are options read once per process: on cpu the kernel threads
-are MPSRT_CPU_THREADS, on vulkan over Mesa's lavapipe they are LP_NUM_THREADS.
+Where the device's memory is host memory (cpu, lavapipe): on one and two threads, beside numpy,
+PyTorch and MLX (CPU) when installed. mpsrt's figures come from their own processes
+(`python -m bench._worker random_gbs`), since the thread count and instruction set are options
+read once per process: on cpu the kernel threads are MPSRT_CPU_THREADS, on vulkan over Mesa's
+lavapipe they are LP_NUM_THREADS.
+
+On a GPU: in this process, beside the device peers (torch.cuda's uniform_, normal_, random_;
+CuPy; torch.mps, MLX), each sample a batch of fills followed by a synchronize of its own
+device; the GPU goals (uniform, normal and 32-bit random bits at 64 MiB and 1 GiB, >= 0.9x
+torch.cuda) are on those rows.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .peers import Goal, Peers, big_size, current, versus
 from .timing import Row, measure, progress
 
 AREA = "random"
 MB = 1_000_000
+MiB = 1 << 20
 
 # (distribution, dtype); the quick run keeps the first five.
 CASES = [
@@ -43,16 +51,7 @@ def fill_gbs(kind: str, dtype: str, nbytes: int, repeats: int) -> float:
     """GB/s of one random fill of nbytes, filled in place and waited for (in this process)."""
     import mpsrt
 
-    itemsize = np.dtype("uint16" if dtype == "bfloat16" else dtype).itemsize
-    b = mpsrt.empty(nbytes // itemsize, dtype)
-    g = mpsrt.Generator().manual_seed(1)
-    fill = {
-        "uniform": lambda: b.uniform_(generator=g),
-        "normal": lambda: b.normal_(generator=g),
-        "int": lambda: b.random_(0, 1000, generator=g),
-        "bernoulli": lambda: b.bernoulli_(0.3, generator=g),
-        "bits": lambda: mpsrt._C._random_fill(b, "bits", 0, 1, 0, 1, 0.5, g),
-    }[kind]
+    fill = mpsrt_fill(kind, dtype, nbytes)
 
     def run() -> None:
         fill()
@@ -60,6 +59,22 @@ def fill_gbs(kind: str, dtype: str, nbytes: int, repeats: int) -> float:
 
     st = measure(run, warmup=2, repeats=repeats)
     return nbytes / st.median / 1e9
+
+
+def mpsrt_fill(kind: str, dtype: str, nbytes: int) -> Callable[[], object]:
+    """One random fill of a new Buffer of nbytes (queued, not waited for)."""
+    import mpsrt
+
+    itemsize = np.dtype("uint16" if dtype == "bfloat16" else dtype).itemsize
+    b = mpsrt.empty(nbytes // itemsize, dtype)
+    g = mpsrt.Generator().manual_seed(1)
+    return {
+        "uniform": lambda: b.uniform_(generator=g),
+        "normal": lambda: b.normal_(generator=g),
+        "int": lambda: b.random_(0, 1000, generator=g),
+        "bernoulli": lambda: b.bernoulli_(0.3, generator=g),
+        "bits": lambda: mpsrt._C._random_fill(b, "bits", 0, 1, 0, 1, 0.5, g),
+    }[kind]
 
 
 def thread_env(backend: str, threads: int) -> dict[str, str]:
@@ -176,7 +191,43 @@ def _bandwidth_rows(case: str, one: float, two: float, memset: float) -> list[Ro
     ]  # fmt: skip
 
 
-def run(quick: bool, backend: str = "cpu") -> list[Row]:
+GPU_GOAL_CASES = (("uniform", "float32"), ("normal", "float32"), ("bits", "uint32"))
+
+
+def _device_rows(quick: bool, peers: Peers) -> list[Row]:
+    """Every case at 64 MiB, and the goal cases at 1 GiB, beside the device peers."""
+    import mpsrt
+
+    from .bench_fill_copy import batch, device_timing
+
+    big, note = big_size(peers, quick, 1 << 30, copies=1)
+    sized = [(k, d, 64 * MiB, "") for k, d in (CASES[:5] if quick else CASES)]
+    sized += [(k, d, big, note) for k, d in GPU_GOAL_CASES]
+    rows: list[Row] = []
+    for kind, dtype, n, why in sized:
+        case = f"{kind} {dtype} {n >> 30} GiB" if n >= 1 << 30 else f"{kind} {dtype} {n >> 20} MiB"
+        progress(f"[{AREA}] {case} (device)")
+        goal = Goal(">= 0.9x {peer}", 0.9) if (kind, dtype) in GPU_GOAL_CASES else None
+        fill = mpsrt_fill(kind, dtype, n)
+        rows += versus(peers, AREA, case, fill, lambda p, k=kind, d=dtype, n=n: p.random(k, d, n),
+                       unit="GB/s", nbytes=n, number=batch(peers, n), goal=goal, note=why,
+                       timing=device_timing(quick))  # fmt: skip
+        del fill
+        if n > 64 * MiB:
+            mpsrt.empty_cache()
+            peers.release()
+    return rows
+
+
+def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[Row]:
+    peers = peers or current(backend)
+    rows = _host_memory_rows(quick, backend) if peers.cpu_peers else []
+    if peers.device_style:
+        rows += _device_rows(quick, peers)
+    return rows
+
+
+def _host_memory_rows(quick: bool, backend: str) -> list[Row]:
     nbytes = 16 * MB if quick else 64 * MB
     reps = 3 if quick else 7
     cases = CASES[:5] if quick else CASES

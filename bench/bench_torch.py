@@ -15,8 +15,11 @@ that thread pool):
 Device work is waited for (torch.mpsrt.synchronize()) before each sample's clock stops; the
 two devices are timed in alternating turns. The PyTorch device is registered once per process
 and survives the runtime's re-creation between backends (every mpsrt tensor is freed before
-the area returns), so the area runs on every backend whose device memory is host-visible; on
-another it reports that instead. Without torch it reports that torch is not installed.
+the area returns), so the area runs on every backend whose device memory is host memory
+(`unified_memory`). On a device whose memory is not (a discrete GPU) the area is skipped with
+one row that says why: the PyTorch device has no GPU kernels yet, and its CPU kernels would
+read device memory across the bus (minutes per workload). Without torch it reports that torch
+is not installed.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any, Callable
 
 import mpsrt
 
+from .peers import Peers, cpu_goals, current
 from .timing import Row, Stats, measure_interleaved, progress
 
 AREA = "torch"
@@ -192,11 +196,20 @@ def _empty_row(torch: Any, quick: bool) -> Row:
     return _row(case, sec, "ns", 1e9, 1.0)
 
 
-def run(quick: bool) -> list[Row]:
+SKIPPED_DISCRETE = (
+    "skipped: the device's memory is not host memory (unified_memory=False) and the PyTorch "
+    "device has no GPU kernels yet: its CPU kernels would read device memory across the bus"
+)
+
+
+def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[Row]:
     try:
         import torch
     except ImportError:
         return _unavailable("torch is not installed: pip install torch (or '.[bench]')")
+    peers = peers or current(backend)
+    if not peers.unified:
+        return _unavailable(SKIPPED_DISCRETE)
     try:
         importlib.import_module("mpsrt.torch")  # registers device="mpsrt", once per process
     except (ImportError, RuntimeError, OSError) as e:
@@ -221,4 +234,5 @@ def run(quick: bool) -> list[Row]:
         torch.mpsrt.synchronize()
     threads = torch.get_num_threads()
     rows[0].note += f"; torch's intra-op threads: {threads} (its default, for both devices)"
+    cpu_goals(rows, backend)  # the goals were set for the cpu backend
     return rows

@@ -45,25 +45,32 @@ def measure(
     min_time: float = 0.0,
     number: int = 1,
     max_time: float = 10.0,
+    sync: Callable[[], object] | None = None,
 ) -> Stats:
     """Times `fn()` and returns stats of per-call seconds.
 
     Runs `warmup` untimed samples, then at least `repeats` timed samples, and keeps sampling
     until `min_time` seconds have been spent timing (but stops adding samples after
     `max_time`). Each sample times `number` back-to-back calls in a plain loop (timeit-style,
-    so the loop's own cost is included) and divides by `number`.
+    so the loop's own cost is included) and divides by `number`. With `sync` (a device's
+    synchronize), each sample ends with one `sync()` inside the timed region, so that device
+    work queued by the calls is waited for; the warm-up ends with one too.
     """
     clock = time.perf_counter
     loop = range(number)
     for _ in range(warmup):
         for _ in loop:
             fn()
+    if sync is not None:
+        sync()
     samples: list[float] = []
     spent = 0.0
     while len(samples) < repeats or (spent < min_time and spent < max_time):
         t0 = clock()
         for _ in loop:
             fn()
+        if sync is not None:
+            sync()
         dt = clock() - t0
         spent += dt
         samples.append(dt / number)
@@ -71,17 +78,23 @@ def measure(
 
 
 def measure_interleaved(
-    fns: Mapping[str, Callable[[], object]], *, rounds: int = 3, **kwargs: Any
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int = 3,
+    syncs: Mapping[str, Callable[[], object]] | None = None,
+    **kwargs: Any,
 ) -> dict[str, Stats]:
     """`measure` of several functions in `rounds` alternating turns, samples pooled per name.
 
     Competitors then see the same machine (other load, clock changes), which keeps their
-    ratios steadier than timing one after the other. `kwargs` go to `measure` for each turn.
+    ratios steadier than timing one after the other. `kwargs` go to `measure` for each turn;
+    `syncs` gives each name its own `sync` (mpsrt.synchronize, torch.cuda.synchronize, ...).
     """
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            samples[name] += measure(fn, **kwargs).samples
+            sync = syncs.get(name) if syncs else None
+            samples[name] += measure(fn, sync=sync, **kwargs).samples
     return {name: Stats.from_samples(s) for name, s in samples.items()}
 
 
@@ -167,8 +180,17 @@ def format_table(area: str, rows: list[Row]) -> str:
     out = [f"== {area} ==", line(header), line(["-" * w for w in widths])]
     out += [line(c) for c in cells]
     out.append("ratio > 1 is better for mpsrt: mpsrt/peer for GB/s, peer/mpsrt for times.")
-    notes = [f"{r.name}: {r.note}" for r in rows if r.note]
-    out += [f"note: {n}" for n in notes]
+    # A note shared by several rows (e.g. why a device row has no peer) is printed once.
+    by_note: dict[str, list[str]] = {}
+    for r in rows:
+        if r.note:
+            by_note.setdefault(r.note, []).append(r.name)
+    for note, names in by_note.items():
+        more = len(dict.fromkeys(names)) - 1
+        where = names[0] + (
+            f" (and {more} other rows)" if more > 1 else " (and 1 other row)" if more else ""
+        )
+        out.append(f"note: {where}: {note}")
     missed = sum(r.goal_met is False for r in rows)
     goals = sum(r.goal_met is not None for r in rows)
     if goals:
