@@ -12,6 +12,8 @@
 #     the locale facets' ids among them).
 # Linux with GNU ld. Needs g++, cmake, ninja and numpy in the active Python (the venv of
 # .ci/run); installs nanobind there if missing; torch is optional (its checks then skip).
+# CXX_UNDER_TEST picks the g++ under the wrapper (default g++; e.g. g++-11 for a static
+# libstdc++ older than the process's shared one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
