@@ -42,6 +42,13 @@ std::string py_float(double v) {
   return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
+std::string c_float(double v) {
+  char buf[32];  // "%.6g" needs at most 13: -d.ddddde-ddd
+  const std::to_chars_result r =
+      std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
+  return std::string(buf, r.ptr);
+}
+
 std::string int128_str(Int128 v) {
   if (v == 0) return "0";
   const bool neg = v < 0;

@@ -10,6 +10,11 @@ namespace mpsrt::detail {
 /// `v` as Python's repr(float) writes it: "2.0", "0.5", "1e+16", "1.5e-05", "nan", "-inf".
 std::string py_float(double v);
 
+/// `v` as C's printf("%g") writes it in the "C" locale, six significant digits: "1.7", "0.5",
+/// "1", "1e-07", "nan", "-inf" (what `std::ostream << v` prints with default flags). It uses
+/// std::to_chars, never an iostream or a locale: the core has none (README, "Building").
+std::string c_float(double v);
+
 __extension__ typedef __int128 Int128;
 __extension__ typedef unsigned __int128 UInt128;
 

@@ -4,9 +4,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 
 #include "backends/backend.h"
+#include "core/format.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
@@ -48,10 +48,9 @@ uint64_t parse_uint(const char* var, const std::string& text, uint64_t lo, uint6
   return v;
 }
 
+// "%g" without a locale (core/format.h): "1.7", "0.5", "1".
 std::string fmt(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
+  return c_float(v);
 }
 
 struct Entry {

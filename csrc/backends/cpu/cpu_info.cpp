@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__APPLE__)
 #include <sys/sysctl.h>
@@ -20,17 +22,45 @@ std::string trim(std::string s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-// Reads a byte count from a cgroup file; "max" or a missing file means no limit.
+// /proc and /sys are read with C stdio, not iostreams: the runtime uses no iostream or locale
+// (README, "Building": an extension that links libstdc++ statically beside another one).
+
+// Reads a byte count from a cgroup file; "max", a missing file or anything else that is not a
+// decimal number means no limit.
 uint64_t read_limit(const char* path) {
-  std::ifstream f(path);
-  std::string text;
-  if (!f || !(f >> text) || text == "max") return UINT64_MAX;
-  try {
-    return std::stoull(text);
-  } catch (...) {
-    return UINT64_MAX;
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return UINT64_MAX;
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  const std::string text = trim(got ? buf : "");
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return UINT64_MAX;  // also "max"
   }
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  return errno == 0 ? static_cast<uint64_t>(v) : UINT64_MAX;
 }
+
+#if !defined(__APPLE__)
+// The first "model name" (x86) or "Model" (Arm boards) line of /proc/cpuinfo.
+std::string proc_cpu_model() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return {};
+  std::string name;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (name.empty() && ::getline(&line, &cap, f) > 0) {
+    if (std::strncmp(line, "model name", 10) == 0 || std::strncmp(line, "Model", 5) == 0) {
+      const char* colon = std::strchr(line, ':');
+      if (colon != nullptr) name = trim(colon + 1);
+    }
+  }
+  std::free(line);
+  std::fclose(f);
+  return name;
+}
+#endif
 }  // namespace
 
 std::string cpu_model_name() {
@@ -41,17 +71,8 @@ std::string cpu_model_name() {
     return trim(std::string(buf, len - 1));
   }
 #else
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = trim(line.substr(colon + 1));
-        if (!name.empty()) return name;
-      }
-    }
-  }
+  std::string name = proc_cpu_model();
+  if (!name.empty()) return name;
 #endif
   return "cpu";
 }
