@@ -239,6 +239,11 @@ void DeviceContext::release_event(PooledEvent* e) {
   free_events_.push_back(e);
 }
 
+size_t DeviceContext::events_in_use() {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  return all_events_.size() - free_events_.size();
+}
+
 DeviceProperties DeviceContext::properties(const char* backend_name) const {
   const backend::DeviceInfo& i = dev_->info();
   DeviceProperties p;

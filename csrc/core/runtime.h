@@ -77,6 +77,8 @@ class DeviceContext {
   /// command still waiting on or signalling a released one stays safe.
   PooledEvent* acquire_event();
   void release_event(PooledEvent* e);
+  /// Events acquired and not released (live Events of this device).
+  size_t events_in_use();
 
   static constexpr int kPoolStreamsPerPriority = 8;
   static constexpr int kPriorityClasses = 3;

@@ -24,6 +24,12 @@ void reset_runtime(const std::map<std::string, std::string>* env) {
                           " bytes of live Buffers on device " + std::to_string(d->index()) +
                           "; delete them first");
     }
+    // An Event refers to its device, which the reset destroys.
+    if (const size_t events = d->events_in_use()) {
+      detail::throw_error("[runtime] _reset_runtime: " + std::to_string(events) +
+                          " live Event(s) on device " + std::to_string(d->index()) +
+                          "; delete them first");
+    }
   }
   if (env == nullptr) {
     detail::Runtime::reset(nullptr);

@@ -418,6 +418,28 @@ TEST_F(RuntimeTest, TestingResetRefusesWhileBuffersLiveAndLeavesTheRuntimeUsable
   EXPECT_EQ(mpsrt::current_allocated_memory(), 1024u);
 }
 
+TEST_F(RuntimeTest, TestingResetRefusesWhileEventsLive) {
+  const Env env{{"MPSRT_BACKEND", "cpu"}};
+  mpsrt::testing::reset_runtime(&env);
+  {
+    mpsrt::Event e;
+    e.record(mpsrt::default_stream());
+    try {
+      mpsrt::testing::reset_runtime(&env);
+      FAIL() << "reset_runtime went ahead with a live Event (which refers to its device)";
+    } catch (const mpsrt::Error& err) {
+      EXPECT_NE(std::string(err.what()).find("1 live Event(s) on device 0"), std::string::npos)
+          << err.what();
+    }
+    e.synchronize();  // the old runtime still serves
+    EXPECT_TRUE(e.query());
+  }
+  mpsrt::testing::reset_runtime(&env);
+  mpsrt::Event f;  // and the new one starts
+  f.record(mpsrt::default_stream());
+  f.synchronize();
+}
+
 TEST_F(RuntimeTest, TestingRawHeapFillsAndCopiesOnTheDefaultStream) {
   use_env({{"MPSRT_BACKEND", "cpu"}});
   mpsrt::testing::RawHeap a(4099), b(4099), small(64);

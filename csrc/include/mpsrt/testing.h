@@ -15,8 +15,8 @@ namespace mpsrt::testing {
 
 /// Tears the runtime down, so that the next call starts it again and reads its settings from
 /// `env` (nullptr: the process environment). Objects of the old runtime must be gone: throws
-/// mpsrt::Error ("[runtime] ...") when a device still has live Buffers, and leaves the runtime
-/// as it was.
+/// mpsrt::Error ("[runtime] ...") when a device still has live Buffers or Events, and leaves the
+/// runtime as it was.
 MPSRT_API void reset_runtime(const std::map<std::string, std::string>* env);
 
 /// A heap of raw device memory from the backend, outside the caching allocator, driven
