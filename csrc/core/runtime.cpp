@@ -8,12 +8,14 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
 #include "core/allocator/stats.h"
 #include "core/generator.h"
 #include "core/profiler.h"
+#include "core/staging.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
 
@@ -153,6 +155,7 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   pool_device_ = std::make_unique<DevicePool>(*this);
   allocator_ = std::make_unique<CachingAllocator>(*pool_device_, options.high_watermark_ratio,
                                                   options.low_watermark_ratio);
+  staging_ = std::make_unique<StagingPool>(*dev_, index, options.staging_bytes);
   generator_ = std::make_shared<GeneratorImpl>(nondeterministic_seed());
   allocator_->add_observer(stats_.get());
   allocator_->add_observer(history_.get());
@@ -167,7 +170,8 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
 
 DeviceContext::~DeviceContext() {
   wait_idle();
-  allocator_.reset();  // heaps go back to the backend before its device is closed
+  staging_.reset();    // staging heaps and ...
+  allocator_.reset();  // ... heaps go back to the backend before its device is closed
   for (auto& cls : pool_) {
     for (auto& s : cls) s.reset();
   }
@@ -302,6 +306,11 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
     cfg.isa = options_.cpu_isa;
     cfg.threads = options_.cpu_threads;
     cpu::configure(cfg);
+  }
+  if (backend_ == &backend::vulkan_backend()) {
+    vk::VulkanConfig cfg;
+    cfg.force_discrete = options_.vulkan_memory == "discrete";
+    vk::configure(cfg);
   }
   device_count_ = backend_->device_count();
   // The backend's platform tracing (os_signpost on metal) while this runtime runs.
