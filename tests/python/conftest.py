@@ -77,6 +77,24 @@ def _restore_device(backend: str) -> Iterator[None]:
         mpsrt.set_device(0)
 
 
+def is_unified() -> bool:
+    """The current device's memory model: True (unified) where numpy() and DLPack to the host
+    alias the device memory, False (discrete) where every host access is a copy."""
+    return mpsrt.get_device_properties().unified_memory
+
+
+@pytest.fixture
+def unified_memory(backend: str) -> None:
+    """Skips (with the reason) a test of aliasing -- the host reading and writing the device
+    memory in place through numpy() or DLPack -- where the memory model is discrete: there every
+    host access is a copy, which the tests of the discrete contract check instead."""
+    if not is_unified():
+        pytest.skip(
+            f"backend {backend}: discrete memory (MPSRT_VULKAN_MEMORY or a discrete GPU); "
+            "the host does not alias device memory there"
+        )
+
+
 @pytest.fixture
 def host_visible(backend: str) -> None:
     """Skips (with the reason) where the PyTorch device cannot run: device memory that is not
@@ -106,9 +124,19 @@ def runtime_env(backend: str):
     return apply
 
 
+# Settings of the whole run that every runtime of it keeps, subprocesses included: the memory
+# model CI forces on lavapipe (MPSRT_VULKAN_MEMORY=discrete) applies to every test.
+KEPT_SETTINGS = ("MPSRT_VULKAN_MEMORY",)
+
+
 def run_python(code: str, backend: str | None = None, **env: str) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter with extra environment variables."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("MPSRT_", "PYTORCH_MPS"))}
+    """Runs `code` in a fresh interpreter with extra environment variables (the run's
+    KEPT_SETTINGS kept, every other MPSRT_ / PYTORCH_MPS variable removed)."""
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if k in KEPT_SETTINGS or not k.startswith(("MPSRT_", "PYTORCH_MPS"))
+    }
     if backend is not None:
         e["MPSRT_BACKEND"] = backend
     e.update(env)
