@@ -89,6 +89,42 @@ def test_copies_round_trip() -> None:
     assert torch.equal(y.cpu(), x)
 
 
+def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_env) -> None:
+    """With MPSRT_VULKAN_MEMORY=discrete (in every run: the discrete model on vulkan; cpu ignores
+    it) and a staging pool smaller than the tensors: host copies of dense and strided tensors in
+    both directions, fills and item() through host copies, and the fallback's error."""
+    with runtime_env(MPSRT_VULKAN_MEMORY="discrete", MPSRT_STAGING_BYTES="65536"):
+        discrete = not mpsrt.get_device_properties().unified_memory
+        assert discrete == (backend == "vulkan")
+        copies = mpsrt.memory_stats()["num_staged_copies"]
+        a = torch.arange(40000, dtype=torch.float32).reshape(200, 200)  # 160 KB: > the pool
+        d = a.to("mpsrt")
+        assert torch.equal(d.cpu(), a)
+        assert torch.equal(d.t().cpu(), a.t())  # a strided source
+        assert torch.equal(d[::3, 1::2].cpu(), a[::3, 1::2])  # with gaps
+        assert torch.equal(d.to(torch.float64).cpu(), a.double())  # on device, converted
+        e = torch.zeros(200, 200, device="mpsrt")
+        e.t().copy_(a)  # a strided destination
+        e[::2, 5:].fill_(1.5)  # a strided fill
+        want = a.t().clone()
+        want[::2, 5:] = 1.5
+        assert torch.equal(e.cpu(), want)
+        assert d[3, 4].item() == a[3, 4].item()
+        assert torch.equal(torch.arange(7, device="mpsrt").cpu(), torch.arange(7))  # factory op
+        staged = mpsrt.memory_stats()["num_staged_copies"] - copies
+        if discrete:
+            assert staged > 0
+            assert mpsrt.memory_stats()["staging_bytes.peak"] <= 65536
+            with pytest.raises(NotImplementedError, match=r"aten::add has no kernel .* not host"):
+                d + 1
+            d.cpu()  # the device stays usable
+        else:
+            assert staged == 0
+            assert torch.equal((d + 1).cpu(), a + 1)
+        del a, d, e, want
+        gc.collect()
+
+
 def test_fill_zero_and_views() -> None:
     z = torch.zeros(1000, device="mpsrt")
     assert torch.equal(z.cpu(), torch.zeros(1000))
