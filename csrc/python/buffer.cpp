@@ -2,8 +2,10 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -108,16 +110,35 @@ nb::ndarray<> as_device_ndarray(PyBuffer& b, nb::handle self) {
                        dl::dtype{b.dtype->code, b.dtype->bits, 1}, device_dl_type(), b.device);
 }
 
+// Host memory for a copy of n bytes (freed with std::free). From 2 MiB up it is 2 MiB-aligned
+// and advised for transparent huge pages, so that filling it costs a page fault per 2 MiB
+// instead of per 4 KiB: a fresh 256 MiB array filled at 2.6 GB/s in 4 KiB pages and 12 GB/s in
+// huge pages on the development VM, where the copy itself is the point.
+void* host_bytes(size_t n) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  void* p = nullptr;
+  if (n >= kHuge) {
+    if (posix_memalign(&p, kHuge, n) != 0) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, n / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: whole huge pages inside it
+#endif
+    return p;
+  }
+  p = std::malloc(std::max<size_t>(n, 1));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
 // A host copy of the buffer's bytes, owned by the returned array (numpy() and _raw() on discrete
 // memory, DLPack copy=True), after the device's pending work: staged on discrete memory.
 nb::ndarray<> host_copy(const PyBuffer& b, bool flat_bytes = false) {
   check_live(b);
-  std::unique_ptr<uint8_t[]> bytes(new uint8_t[std::max<size_t>(b.nbytes, 1)]);
+  std::unique_ptr<void, void (*)(void*)> bytes(host_bytes(b.nbytes), &std::free);
   if (b.nbytes != 0) {
     nb::gil_scoped_release release;
     b.buf.copy_to_host(bytes.get(), b.nbytes);
   }
-  nb::capsule owner(bytes.get(), [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  nb::capsule owner(bytes.get(), [](void* p) noexcept { std::free(p); });
   void* p = bytes.release();
   if (flat_bytes) {
     const size_t n[1] = {b.nbytes};
