@@ -960,6 +960,8 @@ def test_memory_summary_contains_the_figures() -> None:
     assert memory._fmt(s["reserved_bytes.all.current"]) in text
     assert re.search(rf"Out-of-memory errors\s+{s['num_ooms']}\b", text)
     assert re.search(rf"Allocation retries\s+{s['num_alloc_retries']}\b", text)
+    assert re.search(rf"Staged host copies\s+{s['num_staged_copies']}\b", text)
+    assert memory._fmt(s["staging_bytes.peak"]) in text
     short = mpsrt.memory_summary(abbreviated=True)
     assert "from small pool" not in short and "from small pool" in text
     del keep
