@@ -30,6 +30,10 @@ struct DeviceInfo {
   uint64_t total_memory = 0;
   uint64_t recommended_max_memory = 0;
   uint64_t max_buffer_size = 0;
+  /// The device's memory model, decided when it is opened. true (unified): every heap is
+  /// host memory the host addresses directly (Heap::host_ptr() is set). false (discrete):
+  /// heaps are device-local memory the host cannot address (host_ptr() is nullptr); every
+  /// host access goes through the core's staging path (create_staging_heap()).
   bool unified_memory = false;
   double timestamp_period_ns = 1.0;  ///< device timestamp ticks to nanoseconds
   std::string details;               ///< driver / kernel facts for reports, e.g. "kernels=avx512"
@@ -44,6 +48,11 @@ class Heap {
   virtual size_t size() const noexcept = 0;
   /// Host address of byte 0 when the heap is host-visible, else nullptr.
   virtual void* host_ptr() const noexcept = 0;
+  /// The device address of byte 0: unique among the device's live heaps, so that the core's
+  /// block addresses (Buffer::address(), snapshots) are unique without a host pointer. The
+  /// host address where the heap is host-visible (the default); otherwise the device's own
+  /// (vulkan: the VkBuffer's device address, or a synthetic range where the device has none).
+  virtual uint64_t address() const noexcept { return reinterpret_cast<uint64_t>(host_ptr()); }
 };
 
 /// A byte position inside a heap.
@@ -253,8 +262,21 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const noexcept = 0;
   /// A new heap of at least nbytes (the backend may round up). Returns nullptr when the
-  /// driver refuses (out of memory); throws mpsrt::Error for other failures.
+  /// driver refuses (out of memory, or past the device's memory budget); throws mpsrt::Error
+  /// for other failures. Its memory follows the device's memory model (DeviceInfo::
+  /// unified_memory): host-visible (host_ptr() set) on unified memory, device-local and not
+  /// mapped (host_ptr() nullptr) on discrete memory.
   virtual std::unique_ptr<Heap> create_heap(size_t nbytes) = 0;
+  /// A heap of at least nbytes of host-visible memory the device can copy to and from (copy
+  /// commands accept it like any heap), for the core's staging of host <-> device copies on
+  /// discrete memory: host_ptr() is set. Where the device offers a choice, memory that is
+  /// host-cached (fast host reads) and not device-local. Returns nullptr when it cannot have
+  /// one. The default: a heap from create_heap() when that one is host-visible (counted as
+  /// heaps are); vulkan's are host memory, not counted in driver_allocated_bytes().
+  virtual std::unique_ptr<Heap> create_staging_heap(size_t nbytes) {
+    std::unique_ptr<Heap> h = create_heap(nbytes);
+    return h && h->host_ptr() != nullptr ? std::move(h) : nullptr;
+  }
   /// Bytes currently held from the driver / OS for this device's heaps, exactly.
   virtual uint64_t driver_allocated_bytes() const noexcept = 0;
   /// A new queue. priority: 0 normal, < 0 low, > 0 high (a hint).

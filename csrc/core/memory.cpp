@@ -9,6 +9,7 @@
 #include "core/allocator/stats.h"
 #include "core/format.h"
 #include "core/runtime.h"
+#include "core/staging.h"
 #include "core/stream.h"
 #include "mpsrt/allocator.h"
 #include "mpsrt/error.h"
@@ -198,17 +199,58 @@ void Buffer::copy_from_host(const void* src, size_t n) {
     detail::throw_invalid("[buffer] copy_from_host: the source is a null pointer for " +
                           std::to_string(n) + " bytes");
   }
-  void* dst = host_ptr();
-  if (dst == nullptr) {
-    detail::throw_error("[buffer] copy_from_host: this device's memory is not host-visible");
-  }
   synchronize(device());  // the device's pending work may still read or write the buffer
   const bool traced = detail::prof::flags() != 0;
   const int64_t begin = traced ? detail::prof::now_ns() : 0;
-  std::memmove(dst, src, n);  // the source may be a host view of this very buffer
+  if (void* dst = host_ptr()) {
+    std::memmove(dst, src, n);  // the source may be a host view of this very buffer
+  } else {
+    stage(src, nullptr);
+  }
   if (traced) {
     detail::prof::record_host_copy(detail::prof::Op::CopyFromHost, device(), n, begin,
                                    detail::prof::now_ns());
+  }
+}
+
+void Buffer::copy_to_host(void* dst, size_t n) const {
+  if (n != nbytes()) {
+    detail::throw_invalid("[buffer] copy_to_host: the destination has " + std::to_string(n) +
+                          " bytes but the buffer " + std::to_string(nbytes()) +
+                          "; sizes must match");
+  }
+  if (block_ == nullptr || n == 0) return;
+  check_owner();
+  if (dst == nullptr) {
+    detail::throw_invalid("[buffer] copy_to_host: the destination is a null pointer for " +
+                          std::to_string(n) + " bytes");
+  }
+  synchronize(device());  // the device's pending work may still write the buffer
+  const bool traced = detail::prof::flags() != 0;
+  const int64_t begin = traced ? detail::prof::now_ns() : 0;
+  if (const void* src = host_ptr()) {
+    std::memmove(dst, src, n);  // the destination may be a host view of this very buffer
+  } else {
+    stage(nullptr, dst);
+  }
+  if (traced) {
+    detail::prof::record_host_copy(detail::prof::Op::CopyToHost, device(), n, begin,
+                                   detail::prof::now_ns());
+  }
+}
+
+// Discrete memory: the bytes pass through the device's staging pool, on the calling thread's
+// current stream of the buffer's device (which then uses the memory: recorded, as any command
+// on another stream is).
+void Buffer::stage(const void* from, void* to) const {
+  DeviceContext& d = Runtime::get().device(device());
+  detail::StreamImpl& s = d.current_stream();
+  if (&s != block_->stream) alloc_->record_stream(block_, s);
+  const backend::BufferRef ref{block_->heap->heap.get(), block_->offset + offset_};
+  if (from != nullptr) {
+    d.staging().to_device(from, ref, nbytes_, s);
+  } else {
+    d.staging().to_host(ref, to, nbytes_, s);
   }
 }
 
@@ -230,17 +272,23 @@ std::map<std::string, int64_t> memory_stats(int device) {
     }
     out = d.stats().to_map(split_bytes, split);
   });
+  const detail::StagingPool::Stats st = d.staging().stats();
+  out["staging_bytes.current"] = st.bytes_current;
+  out["staging_bytes.peak"] = st.bytes_peak;
+  out["num_staged_copies"] = st.copies;
   return out;
 }
 
 void reset_peak_memory_stats(int device) {
   DeviceContext& d = Runtime::get().device(device);
   d.allocator().locked([&](const auto&) { d.stats().reset_peak(); });
+  d.staging().reset_peak();
 }
 
 void reset_accumulated_memory_stats(int device) {
   DeviceContext& d = Runtime::get().device(device);
   d.allocator().locked([&](const auto&) { d.stats().reset_accumulated(); });
+  d.staging().reset_accumulated();
 }
 
 uint64_t current_allocated_memory(int device) {
@@ -256,7 +304,9 @@ uint64_t recommended_max_memory(int device) {
 }
 
 void empty_cache(int device) {
-  Runtime::get().device(device).allocator().empty_cache();
+  DeviceContext& d = Runtime::get().device(device);
+  d.allocator().empty_cache();
+  d.staging().release_idle();
 }
 
 double set_per_process_memory_fraction(double fraction, int device) {

@@ -163,6 +163,22 @@ const Entry kTable[] = {
        o.vulkan_shared_queue = t == "shared";
      },
      [](const Options& o) { return std::string(o.vulkan_shared_queue ? "shared" : "stream"); }},
+    {"MPSRT_VULKAN_MEMORY", "", "auto",
+     "vulkan backend memory model: auto (discrete on discrete, virtual and other GPUs, unified "
+     "on CPU-type and integrated ones) or discrete (every device; how CI tests it on lavapipe).",
+     [](const char* var, const std::string& t, Options& o) {
+       if (t != "auto" && t != "discrete") bad_value(var, t, "auto or discrete");
+       o.vulkan_memory = t;
+     },
+     [](const Options& o) { return o.vulkan_memory; }},
+    {"MPSRT_STAGING_BYTES", "", "67108864",
+     "Host staging memory per device for host <-> device copies on discrete memory, in bytes "
+     "(65536 to 1099511627776), used in chunks of at most 8 MiB; larger copies pass in pieces.",
+     [](const char* var, const std::string& t, Options& o) {
+       o.staging_bytes = parse_uint(var, t, 65536, uint64_t(1) << 40,
+                                    "an integer from 65536 to 1099511627776 (bytes)");
+     },
+     [](const Options& o) { return std::to_string(o.staging_bytes); }},
 };
 
 }  // namespace

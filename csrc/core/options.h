@@ -22,9 +22,11 @@ struct Options {
   uint64_t profile_records = 1 << 20;  // profiler records kept per thread
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
-  int cpu_threads = 0;  // 0: the cores, at most 8
+  int cpu_threads = 0;                   // 0: the cores, at most 8
   int64_t vulkan_spin_us = 20;
   bool vulkan_shared_queue = false;
+  std::string vulkan_memory = "auto";    // "auto" or "discrete" (the vulkan memory model)
+  uint64_t staging_bytes = 64ull << 20;  // bound of each device's host staging pool
 };
 
 /// Reads a variable's value; nullptr when unset.

@@ -282,8 +282,9 @@ PlatformSink* set_platform_sink(PlatformSink* sink) noexcept {
 
 const char* op_name(Op op) noexcept {
   static constexpr const char* kNames[] = {
-      "fill",       "copy",      "copy_from_host", "random_bits",  "uniform",    "normal",
-      "random_int", "bernoulli", "host_callback",  "event_record", "event_wait", "command_buffer"};
+      "fill",       "copy",           "copy_from_host", "random_bits",   "uniform",
+      "normal",     "random_int",     "bernoulli",      "host_callback", "event_record",
+      "event_wait", "command_buffer", "copy_to_host"};
   static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Op::kCount));
   return kNames[static_cast<size_t>(op)];
 }

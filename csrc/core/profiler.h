@@ -79,11 +79,12 @@ enum class Op : uint8_t {
   EventRecord,
   EventWait,
   CommandBuffer,
+  CopyToHost,
   kCount,
 };
 const char* op_name(Op op) noexcept;
 inline bool is_copy(Op op) noexcept {
-  return op == Op::Copy || op == Op::CopyFromHost;
+  return op == Op::Copy || op == Op::CopyFromHost || op == Op::CopyToHost;
 }
 
 /// The operation a stream encodes, for the signposts.

@@ -15,6 +15,7 @@
 #include "core/allocator/stats.h"
 #include "core/generator.h"
 #include "core/profiler.h"
+#include "core/staging.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
 
@@ -154,6 +155,7 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
   pool_device_ = std::make_unique<DevicePool>(*this);
   allocator_ = std::make_unique<CachingAllocator>(*pool_device_, options.high_watermark_ratio,
                                                   options.low_watermark_ratio);
+  staging_ = std::make_unique<StagingPool>(*dev_, index, options.staging_bytes);
   generator_ = std::make_shared<GeneratorImpl>(nondeterministic_seed());
   allocator_->add_observer(stats_.get());
   allocator_->add_observer(history_.get());
@@ -168,7 +170,8 @@ DeviceContext::DeviceContext(int index, std::unique_ptr<backend::Device> dev,
 
 DeviceContext::~DeviceContext() {
   wait_idle();
-  allocator_.reset();  // heaps go back to the backend before its device is closed
+  staging_.reset();    // staging heaps and ...
+  allocator_.reset();  // ... heaps go back to the backend before its device is closed
   for (auto& cls : pool_) {
     for (auto& s : cls) s.reset();
   }
@@ -313,6 +316,7 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
     vk::VulkanConfig cfg;
     cfg.spin_ns = options_.vulkan_spin_us * 1000;
     cfg.shared_queue = options_.vulkan_shared_queue;
+    cfg.force_discrete = options_.vulkan_memory == "discrete";
     vk::configure(cfg);
   }
   device_count_ = backend_->device_count();

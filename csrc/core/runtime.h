@@ -21,6 +21,7 @@ class MemoryStats;
 class History;
 class DebugLog;
 class GeneratorImpl;
+class StagingPool;
 namespace prof {
 class AllocatorTrace;
 }
@@ -88,6 +89,8 @@ class DeviceContext {
   MemoryStats& stats() noexcept { return *stats_; }
   History& history() noexcept { return *history_; }
   prof::AllocatorTrace& allocator_trace() noexcept { return *alloc_trace_; }
+  /// The staging pool of host <-> device copies (used where the memory is not host-visible).
+  StagingPool& staging() noexcept { return *staging_; }
 
  private:
   int index_;
@@ -110,6 +113,7 @@ class DeviceContext {
   std::unique_ptr<prof::AllocatorTrace> alloc_trace_;
   std::unique_ptr<PoolDevice> pool_device_;  // this device as its allocator sees it
   std::unique_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<StagingPool> staging_;
   std::shared_ptr<GeneratorImpl> generator_;
 };
 

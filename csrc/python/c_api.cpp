@@ -293,6 +293,22 @@ const MpsrtCApi kApi = {
         *total_bytes = t;
       });
     },
+    // ---- version 3: the memory models
+    [](const MpsrtBuffer* b) noexcept -> uint64_t { return b ? buf(b)->address() : 0; },
+    [](const MpsrtBuffer* b) noexcept -> void* { return b ? buf(b)->host_ptr() : nullptr; },
+    [](MpsrtBuffer* dst, size_t offset, const void* src, size_t nbytes) noexcept {
+      return guarded([&] {
+        if (dst == nullptr)
+          throw std::invalid_argument("[c_api] buffer_copy_from_host: NULL buffer");
+        buf(dst)->view(offset, nbytes).copy_from_host(src, nbytes);
+      });
+    },
+    [](const MpsrtBuffer* src, size_t offset, void* dst, size_t nbytes) noexcept {
+      return guarded([&] {
+        if (src == nullptr) throw std::invalid_argument("[c_api] buffer_copy_to_host: NULL buffer");
+        buf(src)->view(offset, nbytes).copy_to_host(dst, nbytes);
+      });
+    },
 };
 
 }  // namespace

@@ -7,22 +7,36 @@
 // What it registers: a DeviceGuardImpl (devices, torch.Stream <-> mpsrt streams, torch.Event
 // <-> mpsrt events), a c10::DeviceAllocator over mpsrt's caching allocator, PrivateUse1 hooks
 // (generators: mpsrt's Philox generators), and operators: empty/empty_strided/as_strided/
-// resize_/set_ natively; fills, device-to-device copies and the random ops (uniform_, normal_,
-// random_, bernoulli_, native_dropout) on mpsrt's own kernels on the current stream;
-// host<->device copies; and a boxed fallback that runs every other aten operator's CPU kernel on
-// CPU tensors that alias the device memory (host-visible memory only), after the current
-// stream's queued work, with the CPU allocations it makes served by mpsrt (so new outputs are
-// mpsrt memory already), each op a named interval in an mpsrt profiler session.
+// resize_/set_ and the per-device views (view, _reshape_alias, unfold, view_as_real/complex)
+// natively; fills (fill_, zero_), device-to-device copies and the random ops
+// (uniform_, normal_, random_, bernoulli_, native_dropout) on mpsrt's own kernels on the current
+// stream; host<->device copies; and a boxed fallback that runs every other aten operator's CPU
+// kernel on CPU tensors that alias the device memory, after the current stream's queued work, with
+// the CPU allocations it makes served by mpsrt (so new outputs are mpsrt memory already), each op a
+// named interval in an mpsrt profiler session.
+//
+// Memory models (mpsrt's DeviceProperties::unified_memory). Unified: the storage's data pointer
+// is the host address of the memory and everything above aliases it. Discrete: the data pointer
+// is the memory's device address, which the host cannot dereference; host <-> device copies go
+// through mpsrt's staging path (C API buffer_copy_to_host / buffer_copy_from_host), fills and
+// random ops that mpsrt's kernels cannot do directly (strided tensors, other dtypes) work on a
+// host copy of the bytes they touch, and the boxed fallback refuses an op with mpsrt tensors:
+// it has no GPU kernel yet and the memory is not host-visible.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -112,17 +126,18 @@ struct Allocator final : c10::DeviceAllocator {
     MpsrtBuffer* b = nullptr;
     void* host = nullptr;
     check(api().buffer_alloc(nbytes, d, &b, &host));
-    if (host == nullptr) {
-      api().buffer_free(b);
-      TORCH_CHECK(false, "[torch] mpsrt device ", static_cast<int>(d), " (backend ",
-                  api().backend_name(),
-                  ") has device memory that is not host-visible; the PyTorch device needs "
-                  "host-visible memory (the cpu backend, or vulkan where mpsrt maps memory)");
-    }
-    return {host, b, &free_buffer, dev};
+    // Unified memory: the host address. Discrete memory: the device address (unique, never
+    // dereferenced by the host; buffer_of() finds the buffer and offset from the context).
+    void* data = host != nullptr ? host : reinterpret_cast<void*>(api().buffer_address(b));
+    return {data, b, &free_buffer, dev};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    // Given bare pointers: only host addresses (unified memory) can be copied here.
+    TORCH_CHECK(api().host_visible(current_index()) == 1,
+                "[torch] copying the raw bytes of an mpsrt storage (Allocator::copy_data, e.g. a "
+                "copy-on-write clone) needs host-visible memory; this device's memory is "
+                "discrete: copy the tensor instead (t.clone())");
     sync_current(current_index());
     std::memcpy(dest, src, count);
   }
@@ -463,13 +478,43 @@ struct Hooks final : at::PrivateUse1HooksInterface {
     size_t old = impl->nbytes();
     c10::DataPtr fresh = g_allocator.allocate(newsize);
     if (old > 0 && newsize > 0) {
-      sync_current(fresh.device().index());
-      std::memcpy(fresh.get(), impl->data(), std::min(old, newsize));
+      const c10::DataPtr& from = impl->data_ptr();
+      auto* src = from.get_deleter() == &free_buffer
+                      ? static_cast<const MpsrtBuffer*>(from.get_context())
+                      : nullptr;
+      if (src != nullptr && api().buffer_host_ptr(src) == nullptr) {
+        // Discrete memory: a device copy on the current stream (the host addresses neither).
+        check(api().buffer_copy(static_cast<MpsrtBuffer*>(fresh.get_context()), 0, src, 0,
+                                std::min(old, newsize), current_stream(fresh.device().index())));
+      } else {
+        sync_current(fresh.device().index());
+        std::memcpy(fresh.get(), impl->data(), std::min(old, newsize));
+      }
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }
 };
+
+// ------------------------------------------------------------------ host access
+// True where the host addresses the storage's memory: mpsrt memory on unified memory, or memory
+// that is not mpsrt's. Cost: one C API call for an mpsrt storage.
+bool host_visible(const c10::Storage& st) {
+  const auto& dp = st.data_ptr();
+  if (dp.get_deleter() != &free_buffer || dp.get_context() == nullptr) return true;
+  return api().buffer_host_ptr(static_cast<const MpsrtBuffer*>(dp.get_context())) != nullptr;
+}
+
+// The mpsrt buffer under t's storage and the byte offset of t's first element in it (the data
+// pointer is the buffer's host or device address plus that offset); nullptr when the storage is
+// not mpsrt memory.
+MpsrtBuffer* buffer_of(const at::Tensor& t, size_t* offset) {
+  const auto& dp = t.storage().data_ptr();
+  if (dp.get_deleter() != &free_buffer) return nullptr;
+  *offset = static_cast<size_t>(static_cast<const char*>(t.const_data_ptr()) -
+                                static_cast<const char*>(dp.get()));
+  return static_cast<MpsrtBuffer*>(dp.get_context());
+}
 
 // ------------------------------------------------------------------ aliasing
 // A CPU tensor over the same bytes as an mpsrt tensor (sizes, strides, offset and dtype kept;
@@ -481,8 +526,9 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   if (st.data_ptr().get_deleter() == &free_buffer)
     check(api().buffer_check_owner(static_cast<const MpsrtBuffer*>(st.data_ptr().get_context())));
   void* base = const_cast<void*>(st.data());
-  TORCH_CHECK(base != nullptr || st.nbytes() == 0,
-              "[torch] this mpsrt tensor's memory is not host-visible");
+  TORCH_CHECK((base != nullptr && host_visible(st)) || st.nbytes() == 0,
+              "[torch] this mpsrt tensor's memory is not host-visible (discrete memory); copy it "
+              "to the CPU (t.cpu())");
   c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), st.nbytes(),
                            c10::DataPtr(base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
                            /*resizable=*/true);
@@ -504,6 +550,90 @@ at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,
 
 bool is_mpsrt(const at::Tensor& t) {
   return t.defined() && t.device().type() == kDev;
+}
+
+// ------------------------------------------------------------------ staged host access
+// Discrete memory: what the host reads or writes of an mpsrt tensor is a copy of the bytes the
+// tensor spans (from its first element to its last), through mpsrt's staging path; dense
+// tensors move exactly their bytes, strided ones their span (the gaps are read and written back
+// unchanged).
+struct HostSpan {
+  at::Tensor view;   // CPU tensor with the mpsrt tensor's sizes, strides and dtype over `bytes`
+  at::Tensor bytes;  // the span's bytes
+  MpsrtBuffer* buffer = nullptr;
+  size_t offset = 0;  // of the span (the tensor's first element) in the buffer
+  size_t nbytes = 0;
+};
+
+HostSpan read_span(const at::Tensor& t) {
+  HostSpan h;
+  h.nbytes = t.numel() == 0 ? 0
+                            : at::detail::computeStorageNbytes(t.sizes(), t.strides(),
+                                                               t.dtype().itemsize(), 0);
+  h.bytes = at::empty({static_cast<int64_t>(std::max<size_t>(h.nbytes, 1))},
+                      c10::TensorOptions().dtype(at::kByte));
+  if (h.nbytes > 0) {
+    h.buffer = buffer_of(t, &h.offset);
+    TORCH_CHECK(h.buffer != nullptr, "[torch] this mpsrt tensor's storage is not mpsrt memory");
+    check(api().buffer_copy_to_host(h.buffer, h.offset, h.bytes.mutable_data_ptr(), h.nbytes));
+  }
+  h.view = at::empty({0}, c10::TensorOptions().dtype(t.dtype()));
+  h.view.set_(h.bytes.storage(), 0, t.sizes(), t.strides());
+  return h;
+}
+
+void write_span(const HostSpan& h) {
+  if (h.nbytes > 0)
+    check(api().buffer_copy_from_host(h.buffer, h.offset, h.bytes.const_data_ptr(), h.nbytes));
+}
+
+// t's values as a CPU tensor: an alias on unified memory (after the current stream's work), a
+// host copy on discrete memory.
+at::Tensor host_values(const at::Tensor& t) {
+  if (host_visible(t.storage())) {
+    sync_current(t.device().index());
+    return cpu_alias(t);
+  }
+  return read_span(t).view;
+}
+
+// Writes `values` (a CPU tensor, broadcast and converted as copy_ does) into the mpsrt tensor
+// dst, after the device's queued work.
+void write_values(const at::Tensor& dst, const at::Tensor& values) {
+  if (host_visible(dst.storage())) {
+    sync_current(dst.device().index());
+    cpu_alias(dst).copy_(values);
+    return;
+  }
+  if (dst.numel() == 0) return;
+  size_t off = 0;
+  MpsrtBuffer* b = buffer_of(dst, &off);
+  if (b != nullptr && dst.is_non_overlapping_and_dense()) {
+    // The tensor's bytes in its own layout, in one staged copy.
+    at::Tensor tmp =
+        at::empty_strided(dst.sizes(), dst.strides(), c10::TensorOptions().dtype(dst.dtype()));
+    tmp.copy_(values);
+    check(api().buffer_copy_from_host(b, off, tmp.const_data_ptr(),
+                                      static_cast<size_t>(dst.numel()) * dst.dtype().itemsize()));
+    return;
+  }
+  HostSpan h = read_span(dst);
+  h.view.copy_(values);
+  write_span(h);
+}
+
+// Runs f on a CPU tensor standing for t and keeps what f writes: the alias on unified memory
+// (after the current stream's work), a host copy written back on discrete memory.
+template <class F>
+void update_on_host(const at::Tensor& t, F&& f) {
+  if (host_visible(t.storage())) {
+    sync_current(t.device().index());
+    f(cpu_alias(t));
+    return;
+  }
+  HostSpan h = read_span(t);
+  f(h.view);
+  write_span(h);
 }
 
 // ------------------------------------------------------------------ native kernels
@@ -607,17 +737,10 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage_offset(self, at::empty({0}, self.options()).storage(), 0, {0}, {});
 }
 
-MpsrtBuffer* buffer_of(const at::Tensor& t, size_t* offset) {
-  const auto& dp = t.storage().data_ptr();
-  if (dp.get_deleter() != &free_buffer) return nullptr;
-  *offset = static_cast<size_t>(static_cast<const char*>(t.const_data_ptr()) -
-                                static_cast<const char*>(dp.get()));
-  return static_cast<MpsrtBuffer*>(dp.get_context());
-}
-
 // copy_ between cpu and mpsrt or within mpsrt. Same dtype, both dense in the same layout:
 // mpsrt's copy kernel on the destination's current stream (device to device) or one memcpy
-// after the stream's queued work (host <-> device); otherwise torch's CPU copy on aliases.
+// after the stream's queued work (host <-> device; a staged copy on discrete memory);
+// otherwise torch's CPU copy on aliases (on discrete memory: on host copies).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   bool same_layout = self.dtype() == dst.dtype() && self.sizes() == dst.sizes() &&
                      self.strides() == dst.strides() && self.is_non_overlapping_and_dense();
@@ -632,6 +755,31 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
       check(api().buffer_copy(db, dof, sb, so, nbytes, current_stream(dst.device().index())));
       return dst;
     }
+  }
+  if ((is_mpsrt(self) && !host_visible(self.storage())) ||
+      (is_mpsrt(dst) && !host_visible(dst.storage()))) {
+    // Discrete memory: through mpsrt's staging path. Dense tensors of one layout and dtype
+    // move their bytes in one staged copy; the others through host copies.
+    size_t off = 0;
+    if (same_layout && nbytes > 0 && is_mpsrt(self) && !is_mpsrt(dst)) {
+      if (MpsrtBuffer* b = buffer_of(self, &off)) {
+        check(api().buffer_copy_to_host(b, off, dst.mutable_data_ptr(), nbytes));
+        return dst;
+      }
+    }
+    if (same_layout && nbytes > 0 && !is_mpsrt(self) && is_mpsrt(dst)) {
+      if (MpsrtBuffer* b = buffer_of(dst, &off)) {
+        check(api().buffer_copy_from_host(b, off, self.const_data_ptr(), nbytes));
+        return dst;
+      }
+    }
+    const at::Tensor values = is_mpsrt(self) ? host_values(self) : self;
+    if (is_mpsrt(dst)) {
+      write_values(dst, values);
+    } else {
+      dst.copy_(values);
+    }
+    return dst;
   }
   if (is_mpsrt(self)) sync_current(self.device().index());
   if (is_mpsrt(dst)) sync_current(dst.device().index());
@@ -659,8 +807,9 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   size_t item = self.dtype().itemsize();
   size_t off = 0;
   MpsrtBuffer* b = buffer_of(self, &off);
-  if (b && self.is_contiguous() && (item == 1 || item == 2 || item == 4 || item == 8) &&
-      self.numel() > 0) {
+  // Dense (any order of dimensions): the elements are exactly the bytes from the first one on.
+  if (b && self.is_non_overlapping_and_dense() &&
+      (item == 1 || item == 2 || item == 4 || item == 8) && self.numel() > 0) {
     uint64_t pattern = 0;
     auto one = at::empty({1}, c10::TensorOptions().dtype(self.dtype()));
     one.fill_(value);
@@ -669,9 +818,25 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
                             current_stream(self.device().index())));
     return self;
   }
-  sync_current(self.device().index());
-  cpu_alias(self).fill_(value);
+  update_on_host(self, [&](const at::Tensor& h) { h.fill_(value); });
   return self;
+}
+
+// t.item(), bool(t), int(t): the element read back to the host (after the queued work).
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
+  return host_values(self).item();
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  return fill_scalar(self, 0);
+}
+
+// fill_ with a 0-dim tensor: its value (read from the device when it is an mpsrt tensor).
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  return fill_scalar(self, (is_mpsrt(value) ? value.cpu() : value).item());
 }
 
 // ------------------------------------------------------------------ random ops
@@ -743,8 +908,7 @@ bool mpsrt_random(const at::Tensor& self, MpsrtRandomSpec spec,
 template <class F>
 void cpu_random(const at::Tensor& self, const std::optional<at::Generator>& gen, F&& f) {
   at::Generator cg = cpu_generator_from(generator_for(gen, self.device()));
-  sync_current(self.device().index());
-  f(cpu_alias(self), cg);
+  update_on_host(self, [&](const at::Tensor& h) { f(h, cg); });
 }
 
 MpsrtRandomSpec random_spec(int op) {
@@ -843,7 +1007,15 @@ struct Aliased {
   bool written;
 };
 
-at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen) {
+at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen,
+                     const c10::FunctionSchema& schema) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      host_visible(t.storage()), "[torch] ", schema.name(),
+      " has no kernel on the mpsrt device yet (its GPU kernels are later work), and the memory "
+      "of ",
+      t.device(), " is not host-visible (discrete memory, backend ", api().backend_name(),
+      "), so the CPU kernel cannot run on it in place; run this op on CPU tensors (t.cpu()) and "
+      "move the result back (.to(\"mpsrt\"))");
   auto a = cpu_alias(t);
   seen.push_back({t, a, written});
   return a;
@@ -863,7 +1035,13 @@ void write_back(const Aliased& a) {
   resize_(a.original, a.alias.sizes(), std::nullopt);
   oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), 0);
   if (!a.original.is_non_overlapping_and_dense()) oimpl->set_sizes_contiguous(a.alias.sizes());
-  cpu_alias(a.original).copy_(a.alias);
+  if (host_visible(a.original.storage())) {
+    cpu_alias(a.original).copy_(a.alias);
+  } else {
+    // Discrete memory: an out= argument that had no bytes (so it could be aliased) and that the
+    // kernel grew into host memory: staged in.
+    write_values(a.original, a.alias);
+  }
 }
 
 // CPU allocations made by a CPU kernel the fallback runs come from mpsrt's caching allocator
@@ -939,7 +1117,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const auto& t = iv.toTensor();
       if (is_mpsrt(t)) {
         device = t.device();
-        iv = alias_arg(t, written, seen);
+        iv = alias_arg(t, written, seen, schema);
       }
     } else if (iv.isTensorList()) {
       auto list = iv.toTensorList();
@@ -947,7 +1125,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         at::Tensor t = list[j];
         if (is_mpsrt(t)) {
           device = t.device();
-          list[j] = alias_arg(t, written, seen);
+          list[j] = alias_arg(t, written, seen, schema);
         }
       }
       iv = list;
@@ -957,7 +1135,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         std::optional<at::Tensor> t = list[j];
         if (t && is_mpsrt(*t)) {
           device = t->device();
-          list[j] = alias_arg(*t, written, seen);
+          list[j] = alias_arg(*t, written, seen, schema);
         }
       }
       iv = list;
@@ -986,7 +1164,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const int64_t t0 = api().host_op_begin();
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
-    const CaptureScope capture(d);
+    // New outputs straight into mpsrt memory where the host addresses it (every mpsrt argument
+    // was checked above; a factory op with none asks the device).
+    const bool capture = !seen.empty() || api().host_visible(d) == 1;
+    const CaptureScope scope(capture ? d : -1);
     op.callBoxed(stack);
   }
   if (t0 != 0) api().host_op_end(schema.name().c_str(), stream, t0);
@@ -1046,7 +1227,13 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                          c10::Device(kDev, d), std::nullopt)
                          : empty_memory_format(r.sizes(), r.scalar_type(), std::nullopt,
                                                c10::Device(kDev, d), std::nullopt, std::nullopt);
-    if (r.numel() > 0) cpu_alias(out).copy_(r);
+    if (r.numel() > 0) {
+      if (host_visible(out.storage())) {
+        cpu_alias(out).copy_(r);
+      } else {
+        write_values(out, r);  // discrete memory: staged
+      }
+    }
     return out;
   };
   for (size_t i = 0; i < nret; ++i) {
@@ -1063,9 +1250,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void init(int64_t api_address) {
   auto* table = reinterpret_cast<const MpsrtCApi*>(static_cast<intptr_t>(api_address));
-  TORCH_CHECK(table != nullptr && table->version >= 2 && table->size >= sizeof(MpsrtCApi),
+  TORCH_CHECK(table != nullptr && table->version >= 3 && table->size >= sizeof(MpsrtCApi),
               "[torch] mpsrt's C API table is older than this glue (version ",
-              table ? table->version : 0, ", need 2); reinstall mpsrt");
+              table ? table->version : 0, ", need 3); reinstall mpsrt");
   g_api = table;
   static bool hooks_registered = [] {
     at::RegisterPrivateUse1HooksInterface(new Hooks());
@@ -1087,6 +1274,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", &empty_memory_format);
   m.impl("empty_strided", &empty_strided);
   m.impl("as_strided", &as_strided);
+  // Views torch implements per device (the others are composite): its own device-independent
+  // kernels, which only set sizes and strides, so that views never need host access.
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", &resize_);
   m.impl("set_.source_Storage_storage_offset", &set_storage_offset);
   m.impl("set_.source_Storage", &set_storage);
@@ -1095,6 +1289,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("fill_.Scalar", &fill_scalar);
+  m.impl("fill_.Tensor", &fill_tensor);
+  m.impl("zero_", &zero_);
+  m.impl("_local_scalar_dense", &local_scalar_dense);
   m.impl("uniform_", &uniform_);
   m.impl("normal_", &normal_);
   m.impl("random_.from", &random_from);

@@ -1,11 +1,13 @@
 """Collectives across the devices of the active backend (torch.cuda.comm, over Buffers).
 
-Data moves through host-visible memory: each source is read once its device's work is done
-and written into the destination buffers; a copy between two buffers of one device is a device
-copy on that device's current stream. As in torch, what already sits on the right device is not
-copied: broadcast returns the source itself for its own device, and scatter returns a view of
-the source for a chunk that stays on the source's device (a chunk along a later dimension is
-strided, which Buffers cannot be, so that one is a copy).
+Data moves through host memory: each source is read (``Buffer._raw()``) once its device's work
+is done and written (``Buffer.copy_``) into the destination buffers -- aliases of the memory on
+unified memory, staged copies on discrete memory, so devices of either model mix; a copy
+between two buffers of one device is a device copy on that device's current stream. As in
+torch, what already sits on the right device is not copied: broadcast returns the source itself
+for its own device, and scatter returns a view of the source for a chunk that stays on the
+source's device (a chunk along a later dimension is strided, which Buffers cannot be, so that
+one is a copy).
 
 The out= forms check their outputs with torch.cuda.comm's words; torch raises RuntimeError for
 those and API.md says a wrong value is a ValueError, so they raise CommError, which is both.

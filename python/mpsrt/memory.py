@@ -158,6 +158,10 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
     lines.append(f"{'Out-of-memory errors':<26}{s['num_ooms']:>13}")
     lines.append(f"{'Heaps from the driver':<26}{s['num_device_alloc']:>13}")
     lines.append(f"{'Heaps returned':<26}{s['num_device_free']:>13}")
+    # Host memory for host copies on discrete memory (0 on unified memory).
+    staging = f"{_fmt(s['staging_bytes.current']):>13}{_fmt(s['staging_bytes.peak']):>13}"
+    lines.append(f"{'Staging memory (host)':<26}{staging}")
+    lines.append(f"{'Staged host copies':<26}{s['num_staged_copies']:>13}")
     lines.append("=" * width)
     return "\n".join(lines) + "\n"
 

@@ -46,7 +46,7 @@ const std::vector<std::string> kNames = {
     "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
     "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
     "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US",
-    "MPSRT_VULKAN_QUEUES"};
+    "MPSRT_VULKAN_QUEUES",    "MPSRT_VULKAN_MEMORY",        "MPSRT_STAGING_BYTES"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -110,6 +110,11 @@ TEST(Options, EachVariableIsParsed) {
   for (const char* isa : {"auto", "avx512", "avx2", "scalar"}) {
     EXPECT_EQ(parse({{"MPSRT_CPU_ISA", isa}}).cpu_isa, isa);
   }
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_MEMORY", "auto"}}).vulkan_memory, "auto");
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_MEMORY", "discrete"}}).vulkan_memory, "discrete");
+  EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "65536"}}).staging_bytes, 65536u);
+  EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "0x100000"}}).staging_bytes, 1u << 20);
+  EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "1099511627776"}}).staging_bytes, uint64_t(1) << 40);
 }
 
 TEST(Options, PytorchAliasesAreAccepted) {
@@ -218,6 +223,13 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_CPU_ISA", "bogus"},
       {"MPSRT_CPU_ISA", ""},
       {"MPSRT_CPU_ISA", "AVX2"},
+      {"MPSRT_VULKAN_MEMORY", "unified"},
+      {"MPSRT_VULKAN_MEMORY", "Discrete"},
+      {"MPSRT_VULKAN_MEMORY", ""},
+      {"MPSRT_STAGING_BYTES", "65535"},
+      {"MPSRT_STAGING_BYTES", "1099511627777"},
+      {"MPSRT_STAGING_BYTES", "64M"},
+      {"MPSRT_STAGING_BYTES", "-1"},
   };
   for (const Bad& b : cases) {
     const Env env = {{b.var, b.value}};
@@ -297,7 +309,9 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_CPU_ISA", "auto"},
                                                        {"MPSRT_CPU_THREADS", "0"},
                                                        {"MPSRT_VULKAN_SPIN_US", "20"},
-                                                       {"MPSRT_VULKAN_QUEUES", "stream"}};
+                                                       {"MPSRT_VULKAN_QUEUES", "stream"},
+                                                       {"MPSRT_VULKAN_MEMORY", "auto"},
+                                                       {"MPSRT_STAGING_BYTES", "67108864"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);
@@ -326,7 +340,9 @@ TEST(Options, DescribeShowsTheValuesInForce) {
                            {"MPSRT_TRACE_SIGNPOSTS", "0x10"},
                            {"MPSRT_LOG_PROFILE_INFO", "2"},
                            {"MPSRT_CPU_SPIN_US", "0"},
-                           {"MPSRT_CPU_ISA", "scalar"}});
+                           {"MPSRT_CPU_ISA", "scalar"},
+                           {"MPSRT_VULKAN_MEMORY", "discrete"},
+                           {"MPSRT_STAGING_BYTES", "1048576"}});
   std::map<std::string, std::string> values;
   for (const mpsrt::OptionInfo& i : mpsrt::detail::describe_options(o)) values[i.name] = i.value;
   EXPECT_EQ(values.at("MPSRT_BACKEND"), "cpu");
@@ -338,6 +354,8 @@ TEST(Options, DescribeShowsTheValuesInForce) {
   EXPECT_EQ(values.at("MPSRT_LOG_PROFILE_INFO"), "2");
   EXPECT_EQ(values.at("MPSRT_CPU_SPIN_US"), "0");
   EXPECT_EQ(values.at("MPSRT_CPU_ISA"), "scalar");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_MEMORY"), "discrete");
+  EXPECT_EQ(values.at("MPSRT_STAGING_BYTES"), "1048576");
 }
 
 }  // namespace

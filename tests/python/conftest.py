@@ -77,18 +77,35 @@ def _restore_device(backend: str) -> Iterator[None]:
         mpsrt.set_device(0)
 
 
-@pytest.fixture
-def host_visible(backend: str) -> None:
-    """Skips (with the reason) where the PyTorch device cannot run: device memory that is not
-    host-visible. For the torch tests (torch imported lazily)."""
-    import torch
+def is_unified() -> bool:
+    """The current device's memory model: True (unified) where numpy() and DLPack to the host
+    alias the device memory, False (discrete) where every host access is a copy."""
+    return mpsrt.get_device_properties().unified_memory
 
-    try:
-        torch.empty(1, device="mpsrt")
-    except RuntimeError as e:
-        if "not host-visible" in str(e):
-            pytest.skip(f"backend {backend}: device memory is not host-visible ({e})")
-        raise
+
+@pytest.fixture
+def unified_memory(backend: str) -> None:
+    """Skips (with the reason) a test of aliasing -- the host reading and writing the device
+    memory in place through numpy() or DLPack -- where the memory model is discrete: there every
+    host access is a copy, which the tests of the discrete contract check instead."""
+    if not is_unified():
+        pytest.skip(
+            f"backend {backend}: discrete memory (MPSRT_VULKAN_MEMORY or a discrete GPU); "
+            "the host does not alias device memory there"
+        )
+
+
+@pytest.fixture
+def cpu_fallback(backend: str) -> None:
+    """Skips (with the reason) a test of the PyTorch device's ops that have no mpsrt kernel where
+    the memory model is discrete: the device runs such ops as CPU kernels on host-visible memory
+    only, and raises for them on discrete memory (its GPU kernels are later work). For the torch
+    tests (torch imported by them)."""
+    if not is_unified():
+        pytest.skip(
+            f"backend {backend}: discrete memory; torch ops without an mpsrt kernel run as CPU "
+            "kernels on host-visible memory only (no GPU kernels yet)"
+        )
 
 
 @pytest.fixture
@@ -106,9 +123,19 @@ def runtime_env(backend: str):
     return apply
 
 
+# Settings of the whole run that every runtime of it keeps, subprocesses included: the memory
+# model CI forces on lavapipe (MPSRT_VULKAN_MEMORY=discrete) applies to every test.
+KEPT_SETTINGS = ("MPSRT_VULKAN_MEMORY",)
+
+
 def run_python(code: str, backend: str | None = None, **env: str) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter with extra environment variables."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("MPSRT_", "PYTORCH_MPS"))}
+    """Runs `code` in a fresh interpreter with extra environment variables (the run's
+    KEPT_SETTINGS kept, every other MPSRT_ / PYTORCH_MPS variable removed)."""
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if k in KEPT_SETTINGS or not k.startswith(("MPSRT_", "PYTORCH_MPS"))
+    }
     if backend is not None:
         e["MPSRT_BACKEND"] = backend
     e.update(env)

@@ -59,6 +59,7 @@ def _rank_main(rank: int, backend: str, init: str, results: mp.Queue) -> None:
         results.put((rank, traceback.format_exc()))
 
 
+@pytest.mark.usefixtures("unified_memory")  # zero-copy into torch needs host-visible memory
 def test_gloo_all_reduce_through_dlpack(backend: str, tmp_path) -> None:
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch.distributed has no gloo here")

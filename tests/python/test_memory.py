@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import mpsrt
 import numpy as np
 import pytest
-from conftest import PATIENCE, blocked, run_python
+from conftest import PATIENCE, blocked, is_unified, run_python
 from mpsrt import memory
 
 KiB = 1 << 10
@@ -170,11 +170,13 @@ def test_buffer_attributes() -> None:
     assert b.data_ptr > 0 and b.data_ptr % 512 == 0
     assert len(b) == 3
     assert "int16" in repr(b) and "(3, 5)" in repr(b)
-    assert b.__dlpack_device__() == (1, 0)
+    # Host memory on unified memory; the device's own (kDLVulkan = 7, index) on discrete memory.
+    assert b.__dlpack_device__() == ((1, 0) if is_unified() else (7, b.device))
     other = mpsrt.empty((3, 5), dtype="int16")
     assert other.data_ptr != b.data_ptr
 
 
+@pytest.mark.usefixtures("unified_memory")
 def test_numpy_shares_memory() -> None:
     b = mpsrt.empty((4, 4), dtype="float32")
     a = b.numpy()
@@ -188,6 +190,7 @@ def test_numpy_shares_memory() -> None:
     assert np.shares_memory(a, b.numpy())
 
 
+@pytest.mark.usefixtures("unified_memory")
 @pytest.mark.parametrize("name", NUMPY_DTYPES)
 def test_numpy_from_dlpack_shares_memory(name: str) -> None:
     b = mpsrt.empty((3, 4), dtype=name)
@@ -213,6 +216,11 @@ def test_dlpack_refuses_another_device() -> None:
         b.__dlpack__(dl_device=(2, 0))
     with pytest.raises(BufferError, match=r"\(kDLCPU, 0\)"):
         b.__dlpack__(dl_device=(1, 1))
+    if not is_unified():
+        with pytest.raises(BufferError, match=r"\(7, 0\) \(its own device\)"):
+            b.__dlpack__(dl_device=(7, 1))
+        b.__dlpack__(dl_device=(7, 0))  # the device it is on
+        return
     assert np.from_dlpack(b, device="cpu").ctypes.data == b.data_ptr
     b.__dlpack__(dl_device=(1, 0))  # the device it is on
     assert np.from_dlpack(b).ctypes.data == b.data_ptr
@@ -231,8 +239,9 @@ def test_dlpack_copy_true_exports_an_independent_host_copy() -> None:
     del b
     gc.collect()
     assert (a == 3).all(), "the copy outlives the buffer"
-    shared = np.from_dlpack(mpsrt.empty(4).fill_(1), copy=False)
-    assert shared.flags.writeable and (shared == 1).all()
+    if is_unified():
+        shared = np.from_dlpack(mpsrt.empty(4).fill_(1), copy=False)
+        assert shared.flags.writeable and (shared == 1).all()
 
 
 @pytest.mark.parametrize("max_version", [None, (0, 8), (1, 0), (1, 5), (2, 0)])
@@ -259,7 +268,7 @@ def test_dlpack_stream_none_waits_and_minus_one_does_not() -> None:
     waiter.join(PATIENCE)
     assert done.is_set() and s.query()
     b.__dlpack__(stream=3)  # an int >= 0 waits as None does
-    assert (np.from_dlpack(b) == 5).all()
+    assert (b.numpy() == 5).all()
 
 
 @pytest.mark.parametrize(
@@ -282,11 +291,14 @@ def test_dlpack_bad_keywords(kwargs, exc, text) -> None:
     b = mpsrt.empty(4).fill_(1)
     with pytest.raises(exc, match=re.escape(text)):
         b.__dlpack__(**kwargs)
-    assert (np.from_dlpack(b) == 1).all(), "the buffer is still usable"
+    assert (b.numpy() == 1).all(), "the buffer is still usable"
+    capsule = b.__dlpack__()
+    del capsule
     gc.collect()
     b.free()  # raises BufferError if the failed export left a view counted as alive
 
 
+@pytest.mark.usefixtures("unified_memory")
 def test_torch_from_dlpack_shares_memory() -> None:
     torch = pytest.importorskip(
         "torch", reason="torch is not installed: DLPack into torch untested"
@@ -535,6 +547,14 @@ def test_memory_returns_when_the_last_reference_goes() -> None:
     assert mpsrt.current_allocated_memory() == base + MiB
     del b
     assert mpsrt.current_allocated_memory() == base
+    if not is_unified():
+        # numpy() is a host copy there: it holds no device memory.
+        b = mpsrt.empty(MiB)
+        copy = b.numpy()
+        del b
+        assert mpsrt.current_allocated_memory() == base
+        assert copy.nbytes == MiB
+        return
     # A numpy view keeps it alive.
     b = mpsrt.empty(MiB)
     view = b.numpy()
@@ -940,6 +960,8 @@ def test_memory_summary_contains_the_figures() -> None:
     assert memory._fmt(s["reserved_bytes.all.current"]) in text
     assert re.search(rf"Out-of-memory errors\s+{s['num_ooms']}\b", text)
     assert re.search(rf"Allocation retries\s+{s['num_alloc_retries']}\b", text)
+    assert re.search(rf"Staged host copies\s+{s['num_staged_copies']}\b", text)
+    assert memory._fmt(s["staging_bytes.peak"]) in text
     short = mpsrt.memory_summary(abbreviated=True)
     assert "from small pool" not in short and "from small pool" in text
     del keep
@@ -1636,6 +1658,7 @@ def test_view_random_ops_equal_those_on_a_fresh_buffer(op: str, dtype: str, offs
     assert (raw[:offset] == 0xA5).all() and (raw[offset + n :] == 0xA5).all(), "wrote outside"
 
 
+@pytest.mark.usefixtures("unified_memory")
 def test_view_dlpack_numpy_and_torch_share_the_view_memory() -> None:
     torch = pytest.importorskip("torch")
     base = _ramp(16, "float32")

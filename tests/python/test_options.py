@@ -64,6 +64,9 @@ def test_values_in_force(runtime_env) -> None:
         ("MPSRT_CPU_SPIN_US", "", r"MPSRT_CPU_SPIN_US=''"),
         ("MPSRT_CPU_ISA", "sse9", r"MPSRT_CPU_ISA='sse9'.*auto, avx512, avx2, scalar"),
         ("MPSRT_BACKEND", "nope", r"MPSRT_BACKEND='nope'.*one of cpu, vulkan, metal"),
+        ("MPSRT_VULKAN_MEMORY", "unified", r"MPSRT_VULKAN_MEMORY='unified'.*auto or discrete"),
+        ("MPSRT_STAGING_BYTES", "4096", r"MPSRT_STAGING_BYTES='4096'.*from 65536 to"),
+        ("MPSRT_STAGING_BYTES", "64MiB", r"MPSRT_STAGING_BYTES='64MiB'.*\(bytes\)"),
     ],
 )
 def test_bad_value_is_a_clear_error_and_recoverable(

@@ -17,7 +17,7 @@ from typing import Any
 import mpsrt
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import is_unified, run_python
 from mpsrt import profiler
 
 DEVICE_PID_BASE = 1 << 24  # the device processes' pids (trace_json.cpp)
@@ -96,16 +96,20 @@ def test_a_session_records_every_track(tmp_path: Path) -> None:
     # Encode intervals on this thread, in program order, with their sizes and streams.
     enc = events(trace, "X", "encode")
     assert all((e["pid"], e["tid"]) == (pid, tid) for e in enc)
+    # On discrete memory the host's copy is staged: a device copy out of staging memory too.
+    staged = [] if is_unified() else [("copy_from_host", 1 << 20, 0)]
     assert [(e["name"], e["args"]["bytes"], e["args"]["stream"]) for e in enc] == [
         ("fill", 1 << 20, 0),
         ("copy", 1 << 20, 0),
         ("uniform", 4096 * 4, 0),
         ("fill", 1 << 20, side.stream_id),
+        *staged,
     ]
     # Device intervals on their streams' tracks.
     dev_ops = events(trace, "X", "device")
     assert sorted((e["tid"] - 1, e["name"]) for e in dev_ops) == sorted(
         [(0, "fill"), (0, "copy"), (0, "uniform"), (side.stream_id, "fill")]
+        + [(stream, name) for name, _, stream in staged]
     )
     assert all(e["pid"] == dev for e in dev_ops)
     # The host-side copy.
@@ -496,13 +500,15 @@ profiler.export_trace({str(tmp_path / "t.json")!r})
     r = run_python(code, backend, MPSRT_TRACE_SIGNPOSTS="0x6")  # intervals, wait until completed
     assert r.returncode == 0, r.stderr
     trace = load(tmp_path / "t.json")
-    assert [e["name"] for e in events(trace, "X", "device")] == ["fill"]
-    assert [c["args"]["commands"] for c in events(trace, "X", "command_buffer")] == [1]
+    # numpy() on discrete memory: a staged device copy into host memory.
+    ops = ["fill"] if is_unified() else ["fill", "copy_to_host"]
+    assert [e["name"] for e in events(trace, "X", "device")] == ops
+    assert [c["args"]["commands"] for c in events(trace, "X", "command_buffer")] == [1] * len(ops)
     r = run_python(code, backend, PYTORCH_MPS_TRACE_SIGNPOSTS="1")  # events only
     assert r.returncode == 0, r.stderr
     trace = load(tmp_path / "t.json")
     assert events(trace, "X", "device") == []
-    assert [e["name"] for e in events(trace, "i", "completion")] == ["fill"]
+    assert [e["name"] for e in events(trace, "i", "completion")] == ops
 
 
 def test_an_environment_session_prints_its_statistics_at_exit(backend: str) -> None:
@@ -614,7 +620,9 @@ def test_perfetto_trace_processor_loads_the_trace(tmp_path: Path) -> None:
             "select p.name from slice c join slice p on c.parent_id = p.id "
             "where c.category = 'device'"
         )
-        assert {r.name for r in parents} == {"command_buffer"} and len(parents) == 4
+        # Four ops, and on discrete memory the staged copy of the host's bytes.
+        n_ops = 4 if is_unified() else 5
+        assert {r.name for r in parents} == {"command_buffer"} and len(parents) == n_ops
 
         # The range_start/range_end range: one async slice, outside the thread tracks.
         (cross,) = q("select s.dur, s.track_id from slice s where s.name = 'cross-thread'")
@@ -632,7 +640,7 @@ def test_perfetto_trace_processor_loads_the_trace(tmp_path: Path) -> None:
             "select so.name out_name, so.category out_cat, si.name in_name, si.category in_cat "
             "from flow f join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in"
         )
-        assert len(flows) == 4
+        assert len(flows) == n_ops
         for f in flows:
             assert (f.out_cat, f.in_cat) == ("encode", "device") and f.out_name == f.in_name
 

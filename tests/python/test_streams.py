@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 import mpsrt
 import numpy as np
 import pytest
-from conftest import PATIENCE, blocked
+from conftest import PATIENCE, blocked, is_unified
 
 
 @pytest.fixture(autouse=True)
@@ -538,14 +538,24 @@ def test_back_pressure_blocks_the_committer_until_the_stream_drains(backend: str
 def test_add_callback_runs_after_prior_work_on_another_thread() -> None:
     s = mpsrt.Stream()
     a = mpsrt.empty(1 << 18, "int32", stream=s)
-    view = a.numpy()  # host-visible memory, read by the callback without synchronizing
+    # Unified memory: the callback reads the memory itself, without synchronizing. Discrete
+    # memory (the host reads only copies, which wait for the stream): an event recorded after
+    # the fill, queried by the callback.
+    view = a.numpy() if is_unified() else None
+    done = mpsrt.Event()
     a.fill_(0)
     mpsrt.synchronize()
     seen: list[object] = []
+
+    def check() -> None:
+        filled = bool((view == 0x5EED).all()) if view is not None else done.query()
+        seen.append((threading.get_ident(), filled))
+
     with blocked(s):  # the fill below certainly has not run when the callback is added
         with mpsrt.stream(s):
             a.fill_(0x5EED)
-        s.add_callback(lambda: seen.append((threading.get_ident(), bool((view == 0x5EED).all()))))
+            done.record()
+        s.add_callback(check)
     s.synchronize()
     assert len(seen) == 1
     ident, saw_fill = seen[0]

@@ -1,8 +1,10 @@
 """The PyTorch device "mpsrt" (import mpsrt.torch): registration, one allocator shared with
 mpsrt, copies, operators through the CPU-kernel fallback, the seed workload vs CPU, bad input.
 
-Skipped (visibly) when torch is not installed; on a backend whose device memory is not
-host-visible the operator tests skip with that reason. The glue is compiled at the first
+Skipped (visibly) when torch is not installed. On discrete memory (MPSRT_VULKAN_MEMORY=discrete
+or a discrete GPU) the tests of ops without an mpsrt kernel skip with that reason: they run as
+CPU kernels on host-visible memory only; copies, fills, views, random ops, streams, storages and
+torch.save/load are tested on both memory models. The glue is compiled at the first
 `import mpsrt.torch` (a file lock makes xdist workers wait for one build).
 """
 
@@ -50,7 +52,7 @@ def test_import_again_is_a_no_op() -> None:
     assert torch._C._get_privateuse1_backend_name() == "mpsrt"
 
 
-def test_allocation_is_shared_with_mpsrt(host_visible: None) -> None:
+def test_allocation_is_shared_with_mpsrt() -> None:
     gc.collect()
     before = mpsrt.memory_allocated()
     t = torch.empty(64 << 20, dtype=torch.uint8, device="mpsrt")
@@ -70,7 +72,7 @@ def test_allocation_is_shared_with_mpsrt(host_visible: None) -> None:
     assert mpsrt.memory_allocated() == before
 
 
-def test_copies_round_trip(host_visible: None) -> None:
+def test_copies_round_trip() -> None:
     for dtype in (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bfloat16):
         a = (torch.arange(24) * 3 - 7).to(dtype).reshape(2, 3, 4)
         d = a.to("mpsrt")
@@ -87,7 +89,43 @@ def test_copies_round_trip(host_visible: None) -> None:
     assert torch.equal(y.cpu(), x)
 
 
-def test_fill_zero_and_views(host_visible: None) -> None:
+def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_env) -> None:
+    """With MPSRT_VULKAN_MEMORY=discrete (in every run: the discrete model on vulkan; cpu ignores
+    it) and a staging pool smaller than the tensors: host copies of dense and strided tensors in
+    both directions, fills and item() through host copies, and the fallback's error."""
+    with runtime_env(MPSRT_VULKAN_MEMORY="discrete", MPSRT_STAGING_BYTES="65536"):
+        discrete = not mpsrt.get_device_properties().unified_memory
+        assert discrete == (backend == "vulkan")
+        copies = mpsrt.memory_stats()["num_staged_copies"]
+        a = torch.arange(40000, dtype=torch.float32).reshape(200, 200)  # 160 KB: > the pool
+        d = a.to("mpsrt")
+        assert torch.equal(d.cpu(), a)
+        assert torch.equal(d.t().cpu(), a.t())  # a strided source
+        assert torch.equal(d[::3, 1::2].cpu(), a[::3, 1::2])  # with gaps
+        assert torch.equal(d.to(torch.float64).cpu(), a.double())  # on device, converted
+        e = torch.zeros(200, 200, device="mpsrt")
+        e.t().copy_(a)  # a strided destination
+        e[::2, 5:].fill_(1.5)  # a strided fill
+        want = a.t().clone()
+        want[::2, 5:] = 1.5
+        assert torch.equal(e.cpu(), want)
+        assert d[3, 4].item() == a[3, 4].item()
+        assert torch.equal(torch.arange(7, device="mpsrt").cpu(), torch.arange(7))  # factory op
+        staged = mpsrt.memory_stats()["num_staged_copies"] - copies
+        if discrete:
+            assert staged > 0
+            assert mpsrt.memory_stats()["staging_bytes.peak"] <= 65536
+            with pytest.raises(NotImplementedError, match=r"aten::add has no kernel .* not host"):
+                d + 1
+            d.cpu()  # the device stays usable
+        else:
+            assert staged == 0
+            assert torch.equal((d + 1).cpu(), a + 1)
+        del a, d, e, want
+        gc.collect()
+
+
+def test_fill_zero_and_views() -> None:
     z = torch.zeros(1000, device="mpsrt")
     assert torch.equal(z.cpu(), torch.zeros(1000))
     f = torch.full((7, 9), 2.5, dtype=torch.float16, device="mpsrt")
@@ -102,7 +140,7 @@ def test_fill_zero_and_views(host_visible: None) -> None:
     assert v.untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
 
 
-def test_ops_match_cpu(host_visible: None) -> None:
+def test_ops_match_cpu(cpu_fallback: None) -> None:
     a = torch.randn(33, 17)
     b = torch.randn(17, 9)
     da, db = a.to("mpsrt"), b.to("mpsrt")
@@ -126,7 +164,7 @@ def test_ops_match_cpu(host_visible: None) -> None:
     assert r.device.type == "mpsrt" and torch.equal(r.cpu(), torch.arange(10))
 
 
-def test_autograd_and_optimizer(host_visible: None) -> None:
+def test_autograd_and_optimizer(cpu_fallback: None) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -160,7 +198,7 @@ def _encoder_run(device: str, train: bool, mpsrt_rng: bool = False) -> torch.Ten
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
-def test_seed_workload_matches_cpu(host_visible: None, train: bool) -> None:
+def test_seed_workload_matches_cpu(cpu_fallback: None, train: bool) -> None:
     # train: dropout's masks come from mpsrt's Philox generator on the device; the CPU run
     # draws the same masks from it under cpu_reference_rng(), so the outputs still agree.
     gc.collect()
@@ -177,7 +215,7 @@ def test_seed_workload_matches_cpu(host_visible: None, train: bool) -> None:
     assert stats["allocated_bytes.all.peak"] > 64 * 128 * 4
 
 
-def test_streams_and_events(host_visible: None) -> None:
+def test_streams_and_events() -> None:
     s = torch.Stream(device="mpsrt")
     assert s.device.type == "mpsrt"
     cur = torch.accelerator.current_stream()
@@ -193,12 +231,12 @@ def test_streams_and_events(host_visible: None) -> None:
     cur.wait_event(e)
     e.synchronize()
     assert e.query()
-    assert torch.equal(x.sum().cpu(), torch.tensor(float(1 << 16)))
+    assert torch.equal(x.cpu().sum(), torch.tensor(float(1 << 16)))
     torch.accelerator.synchronize()
     assert mpsrt.current_stream() == mpsrt.default_stream()
     t0, t1 = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
     t0.record()
-    torch.ones(1 << 20, device="mpsrt").mul_(2)
+    torch.ones(1 << 20, device="mpsrt").fill_(2)
     t1.record()
     t1.synchronize()
     assert t0.elapsed_time(t1) >= 0
@@ -215,7 +253,7 @@ def test_rng_state_and_seed() -> None:
     assert torch.equal(torch.mpsrt.get_rng_state(), state)
 
 
-def test_bad_input(host_visible: None) -> None:
+def test_bad_input() -> None:
     with pytest.raises(RuntimeError, match="negative dimension"):
         torch.empty(-1, device="mpsrt")
     n = mpsrt.device_count()
@@ -242,7 +280,7 @@ def test_without_torch_import_error_says_how() -> None:
     assert "ok 4" in out.stdout
 
 
-def test_storages(host_visible: None) -> None:
+def test_storages() -> None:
     t = torch.arange(8, dtype=torch.float32, device="mpsrt")
     s = t.untyped_storage()
     assert s.device == torch.device("mpsrt", 0)
@@ -269,7 +307,7 @@ def test_storages(host_visible: None) -> None:
         torch.empty(0, device="mpsrt").set_(torch.arange(2.0).untyped_storage())
 
 
-def test_save_load_round_trip(host_visible: None, tmp_path: Path) -> None:
+def test_save_load_round_trip(tmp_path: Path) -> None:
     base = torch.randn(4, 5).to("mpsrt")
     view = base[1:, ::2]  # saved together with base: one storage, still shared after load
     ints = torch.arange(-3, 3, dtype=torch.int64, device="mpsrt")
@@ -299,7 +337,7 @@ def test_save_load_round_trip(host_visible: None, tmp_path: Path) -> None:
         assert torch.equal(moved.cpu(), src), where
 
 
-def test_state_dict_round_trip(host_visible: None, tmp_path: Path) -> None:
+def test_state_dict_round_trip(cpu_fallback: None, tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     model = model.to("mpsrt")
@@ -317,7 +355,7 @@ def test_state_dict_round_trip(host_visible: None, tmp_path: Path) -> None:
         assert p.device.type == "mpsrt" and torch.equal(p.cpu(), model.state_dict()[name].cpu())
 
 
-def test_load_onto_missing_device_raises(host_visible: None, tmp_path: Path) -> None:
+def test_load_onto_missing_device_raises(tmp_path: Path) -> None:
     path = tmp_path / "t.pt"
     torch.save(torch.ones(3, device="mpsrt"), path)
     n = mpsrt.device_count()
@@ -328,6 +366,11 @@ def test_load_onto_missing_device_raises(host_visible: None, tmp_path: Path) -> 
 
 
 # ---------------------------------------------------------------- random numbers
+def _host(buf: mpsrt.Buffer) -> torch.Tensor:
+    """A CPU tensor with an mpsrt Buffer's values (a DLPack host copy: either memory model)."""
+    return torch.from_dlpack(buf.__dlpack__(dl_device=(1, 0), copy=True))
+
+
 _RANDOM_CASES = [
     # (torch call on the device, mpsrt call), each after the same seed
     (lambda: torch.rand(1000, device="mpsrt"), lambda: mpsrt.rand(1000)),
@@ -375,13 +418,13 @@ _RANDOM_CASES = [
 
 
 @pytest.mark.parametrize("case", range(len(_RANDOM_CASES)))
-def test_random_ops_are_mpsrts_numbers(host_visible: None, case: int) -> None:
+def test_random_ops_are_mpsrts_numbers(case: int) -> None:
     on_torch, on_mpsrt = _RANDOM_CASES[case]
     torch.mpsrt.manual_seed(11)
     got = on_torch()
     assert got.device.type == "mpsrt"
     mpsrt.manual_seed(11)
-    want = torch.from_dlpack(on_mpsrt())
+    want = _host(on_mpsrt())
     # Bit for bit: the same Philox words through the same kernels (randn included).
     assert got.dtype == want.dtype and got.shape == want.shape
     assert torch.equal(got.cpu().view(torch.uint8), want.contiguous().view(torch.uint8))
@@ -389,11 +432,11 @@ def test_random_ops_are_mpsrts_numbers(host_visible: None, case: int) -> None:
     assert not torch.equal(on_torch().cpu(), got.cpu())
 
 
-def test_torch_manual_seed_seeds_the_device(host_visible: None) -> None:
+def test_torch_manual_seed_seeds_the_device() -> None:
     torch.manual_seed(99)
     a = torch.rand(64, device="mpsrt")
     mpsrt.manual_seed(99)
-    assert torch.equal(a.cpu(), torch.from_dlpack(mpsrt.rand(64)))
+    assert torch.equal(a.cpu(), _host(mpsrt.rand(64)))
     # torch.mpsrt's RNG state is mpsrt's generator: saving and restoring replays the numbers
     state = torch.mpsrt.get_rng_state()
     b = torch.randn(64, device="mpsrt")
@@ -406,7 +449,7 @@ def test_torch_manual_seed_seeds_the_device(host_visible: None) -> None:
     assert torch.equal(torch.mpsrt.get_rng_state(), before)
 
 
-def test_generator_objects(host_visible: None) -> None:
+def test_generator_objects() -> None:
     g = torch.Generator(device="mpsrt")
     assert g.device == torch.device("mpsrt", 0)
     g.manual_seed(5)
@@ -427,7 +470,7 @@ def test_generator_objects(host_visible: None) -> None:
     # an mpsrt generator seeded like mpsrt.Generator gives mpsrt's numbers
     m = mpsrt.Generator()
     m.manual_seed(5)
-    assert torch.equal(a.cpu(), torch.from_dlpack(mpsrt.rand(100, generator=m)))
+    assert torch.equal(a.cpu(), _host(mpsrt.rand(100, generator=m)))
     assert g.get_offset() > 0
     g.set_offset(0)
     assert torch.equal(torch.rand(100, device="mpsrt", generator=g).cpu(), a.cpu())
@@ -439,17 +482,17 @@ def test_generator_objects(host_visible: None) -> None:
         g.set_state(torch.zeros(10, dtype=torch.uint8))
 
 
-def test_dropout_mask_is_mpsrt_bernoulli(host_visible: None) -> None:
+def test_dropout_mask_is_mpsrt_bernoulli(cpu_fallback: None) -> None:
     x = torch.ones(4096, device="mpsrt")
     torch.mpsrt.manual_seed(3)
     y = torch.nn.functional.dropout(x, p=0.25, training=True)
     mpsrt.manual_seed(3)
-    keep = torch.from_dlpack(mpsrt.empty(4096, dtype="bool").bernoulli_(0.75))
+    keep = _host(mpsrt.empty(4096, dtype="bool").bernoulli_(0.75))
     assert torch.equal(y.cpu(), keep.float() / 0.75)
     assert torch.equal(torch.nn.functional.dropout(x, 0.25, training=False).cpu(), x.cpu())
 
 
-def test_random_ops_without_an_mpsrt_kernel_follow_the_seed(host_visible: None) -> None:
+def test_random_ops_without_an_mpsrt_kernel_follow_the_seed(cpu_fallback: None) -> None:
     # randperm, multinomial and complex normal_ run torch's CPU kernels with a CPU generator
     # seeded from mpsrt's: reproducible under torch.mpsrt.manual_seed, advancing it.
     def draw() -> list[torch.Tensor]:
@@ -470,19 +513,19 @@ def test_random_ops_without_an_mpsrt_kernel_follow_the_seed(host_visible: None) 
     assert not torch.equal(torch.randperm(50, device="mpsrt").cpu(), first[0])
 
 
-def test_random_into_strided_views(host_visible: None) -> None:
+def test_random_into_strided_views() -> None:
     t = torch.zeros(8, 10, device="mpsrt")
     torch.mpsrt.manual_seed(4)
     t[:, ::3].uniform_()
     mpsrt.manual_seed(4)
-    want = torch.from_dlpack(mpsrt.rand(8 * 4)).reshape(8, 4)
+    want = _host(mpsrt.rand(8 * 4)).reshape(8, 4)
     assert torch.equal(t[:, ::3].cpu(), want)
     mask = torch.ones(8, 10, dtype=torch.bool)
     mask[:, ::3] = False
     assert torch.all(t.cpu()[mask] == 0)
 
 
-def test_random_bad_input(host_visible: None) -> None:
+def test_random_bad_input() -> None:
     t = torch.empty(4, device="mpsrt")
     with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range"):
         t.uniform_(2, 1)
@@ -503,7 +546,7 @@ def _fallback_counts() -> tuple[int, int, int]:
     return ops, adopted, copied
 
 
-def test_new_outputs_are_made_in_device_memory(host_visible: None) -> None:
+def test_new_outputs_are_made_in_device_memory(cpu_fallback: None) -> None:
     x = torch.randn(256, 256).to("mpsrt")
     mpsrt.synchronize()
     before = _fallback_counts()
@@ -529,7 +572,7 @@ def test_new_outputs_are_made_in_device_memory(host_visible: None) -> None:
     assert mpsrt.memory_allocated() < live
 
 
-def test_profiler_names_each_aten_op_on_its_stream(host_visible: None, tmp_path: Path) -> None:
+def test_profiler_names_each_aten_op_on_its_stream(cpu_fallback: None, tmp_path: Path) -> None:
     import json
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU()).to("mpsrt")
@@ -554,7 +597,7 @@ def test_profiler_names_each_aten_op_on_its_stream(host_visible: None, tmp_path:
     assert any(e.get("ph") == "C" and e.get("cat") == "memory" for e in events)
 
 
-def test_profiler_logs_host_ops(host_visible: None, backend: str) -> None:
+def test_profiler_logs_host_ops(cpu_fallback: None, backend: str) -> None:
     # MPSRT_LOG_PROFILE_INFO bit 4 logs each host op, bit 64 prints their statistics (torch.mps's
     # CPU-fallback bits), in a session started by MPSRT_TRACE_SIGNPOSTS.
     code = (
@@ -574,7 +617,7 @@ def test_profiler_logs_host_ops(host_visible: None, backend: str) -> None:
     assert "aten::mm" in section and "aten::sum" in section
 
 
-def test_memory_snapshot_has_torch_allocations_with_user_frames(host_visible: None) -> None:
+def test_memory_snapshot_has_torch_allocations_with_user_frames(cpu_fallback: None) -> None:
     from torch.cuda import _memory_viz
 
     mpsrt.memory._record_memory_history(max_entries=10_000)
@@ -605,7 +648,7 @@ def test_memory_snapshot_has_torch_allocations_with_user_frames(host_visible: No
     del kept, made
 
 
-def test_oom_at_the_memory_fraction_is_torchs_error(host_visible: None) -> None:
+def test_oom_at_the_memory_fraction_is_torchs_error(cpu_fallback: None) -> None:
     gc.collect()
     mpsrt.synchronize()
     mpsrt.empty_cache()
@@ -650,7 +693,7 @@ def _torch_fork_child(conn: Any) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-def test_fork_child_follows_mpsrts_contract(host_visible: None, backend: str) -> None:
+def test_fork_child_follows_mpsrts_contract(backend: str) -> None:
     _PARENT_TENSOR[:] = [torch.ones(16, device="mpsrt")]
     try:
         _check_fork_child(backend)
@@ -685,7 +728,7 @@ def _check_fork_child(backend: str) -> None:
             assert str(out[what]).startswith("RuntimeError") and "spawn" in str(out[what]), out
 
 
-def test_eight_threads_run_ops_and_allocate(host_visible: None) -> None:
+def test_eight_threads_run_ops_and_allocate(cpu_fallback: None) -> None:
     import threading
 
     errors: list[BaseException] = []
@@ -731,7 +774,7 @@ _LOSSES = {
 
 
 @pytest.mark.parametrize("name", sorted(_LOSSES))
-def test_losses_and_their_gradients_match_cpu(host_visible: None, name: str) -> None:
+def test_losses_and_their_gradients_match_cpu(cpu_fallback: None, name: str) -> None:
     # Warnings are errors in this suite: a loss must not warn on the device where cpu does not.
     x = torch.randn(6, 5)
     t = torch.randn(6, 5)
@@ -859,7 +902,7 @@ def test_waiting_on_a_live_builder_ends_with_a_clear_error(tmp_path: Path) -> No
     assert holder.returncode == 0
 
 
-def test_accelerator_memory_info_and_capability(host_visible: None) -> None:
+def test_accelerator_memory_info_and_capability() -> None:
     free, total = torch.accelerator.get_memory_info()
     assert total == torch.mpsrt.mem_get_info()[1] == mpsrt.mem_get_info()[1]
     assert 0 <= free <= total
@@ -868,7 +911,7 @@ def test_accelerator_memory_info_and_capability(host_visible: None) -> None:
         assert dt in dtypes
 
 
-def test_pinned_host_memory(host_visible: None) -> None:
+def test_pinned_host_memory() -> None:
     x = torch.arange(16.0).pin_memory()
     assert x.is_pinned() and x[3:].is_pinned()  # any address inside the allocation
     assert not torch.arange(16.0).is_pinned()
@@ -881,7 +924,7 @@ def test_pinned_host_memory(host_visible: None) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_autocast(host_visible: None, dtype: torch.dtype) -> None:
+def test_autocast(cpu_fallback: None, dtype: torch.dtype) -> None:
     # torch's op lists and cast policies (those of its accelerators): matmuls in the lower
     # precision, softmax and losses in float32; gradients flow back in the parameters' dtype.
     torch.manual_seed(0)

@@ -187,7 +187,9 @@ class Device final : public backend::Device {
     info_.total_memory =
         d.unified ? [NSProcessInfo processInfo].physicalMemory : info_.recommended_max_memory;
     info_.max_buffer_size = d.max_buffer;
-    info_.unified_memory = d.unified;
+    // The memory model (DeviceInfo::unified_memory): every heap here is shared storage the host
+    // maps, on a discrete GPU too, so host access aliases it: unified.
+    info_.unified_memory = true;
     info_.timestamp_period_ns = 1.0;  // GPUStartTime / GPUEndTime are host seconds
     char details[160];
     std::snprintf(details, sizeof details,

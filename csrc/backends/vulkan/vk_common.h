@@ -63,7 +63,19 @@ struct DeviceShared {
   std::vector<VkQueue> queues;                  // of `family`
   std::unique_ptr<std::mutex[]> queue_mutexes;  // vkQueueSubmit is externally synchronised
   std::atomic<uint32_t> next_queue{0};
-  uint32_t memory_type = 0;
+  uint32_t memory_type = 0;  // the memory type of heaps (allocate()): see `discrete`
+  uint32_t memory_heap = 0;  // its memory heap (the memory budget's)
+  // The memory model, decided when the device is opened. Unified: heaps are host-visible,
+  // coherent memory (device-local preferred), mapped for their life. Discrete: heaps are
+  // device-local memory that is not host-visible where the device has such a type, never
+  // mapped; the core stages host access through staging heaps (allocate_staging()).
+  bool discrete = false;
+  uint32_t staging_type = 0;  // host-visible, coherent; host-cached and not device-local preferred
+  bool device_address = false;  // bufferDeviceAddress is enabled: discrete heaps' addresses
+  bool memory_budget = false;   // VK_EXT_memory_budget is enabled: create_heap() stays within it
+  // Discrete heaps' addresses where the device has no buffer device addresses: ranges taken in
+  // turn, never reused, so that they are unique among live heaps.
+  std::atomic<uint64_t> next_synthetic_address{uint64_t(1) << 44};
   // Heaps are pages of our own (mmap) imported with VK_EXT_external_memory_host, on devices
   // whose memory is the host's (cpu / integrated types): releasing a heap then returns its
   // pages to the system at once. A driver that takes heaps from malloc (lavapipe) may keep
@@ -135,16 +147,23 @@ class Semaphore final : public backend::TimelineEvent {
   std::mutex mu_;  // host signals
 };
 
-/// A VkDeviceMemory with one VkBuffer over all of it, mapped persistently.
+/// A VkDeviceMemory with one VkBuffer over all of it, mapped persistently where host-visible
+/// (unified heaps and staging heaps; discrete heaps are not mapped).
 struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkBuffer buffer = VK_NULL_HANDLE;
   void* mapped = nullptr;
+  uint64_t address = 0;  // device address of byte 0 of a heap that is not mapped
   VkDeviceSize size = 0;
   bool imported = false;  // `mapped` is our own mmap()ed range imported into Vulkan
+  bool staging = false;
 };
-/// Allocates `size` bytes (already rounded); false when the driver is out of memory.
+/// Allocates `size` bytes (already rounded) of heap memory, as the device's memory model has
+/// it (DeviceShared::discrete); false when the driver is out of memory.
 bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out);
+/// Allocates `size` bytes of staging memory (DeviceShared::staging_type, mapped); false when
+/// the driver is out of memory.
+bool allocate_staging(DeviceShared& d, VkDeviceSize size, Allocation* out);
 void release(DeviceShared& d, Allocation& a) noexcept;
 
 class VkHeap final : public backend::Heap {
@@ -153,7 +172,11 @@ class VkHeap final : public backend::Heap {
   ~VkHeap() override;
   size_t size() const noexcept override { return static_cast<size_t>(a_.size); }
   void* host_ptr() const noexcept override { return a_.mapped; }
+  uint64_t address() const noexcept override {
+    return a_.mapped != nullptr ? reinterpret_cast<uint64_t>(a_.mapped) : a_.address;
+  }
   VkBuffer buffer() const noexcept { return a_.buffer; }
+  bool staging() const noexcept { return a_.staging; }
 
  private:
   std::shared_ptr<DeviceShared> d_;

@@ -1,7 +1,8 @@
 // The vulkan backend: any Vulkan 1.2 device with a compute queue.
 //
-//   Heap          - a VkDeviceMemory of a host-visible, host-coherent type with one VkBuffer
-//                   over all of it, mapped persistently
+//   Heap          - a VkDeviceMemory with one VkBuffer over all of it: on unified memory of a
+//                   host-visible, host-coherent type, mapped persistently; on discrete memory
+//                   of a device-local type, never mapped (staging heaps: host-visible memory)
 //   Queue         - a VkQueue of the device (shared under a mutex when there are fewer VkQueues
 //                   than streams), fed by a submit thread and drained by a completion thread
 //                   (vk_queue.cpp)
@@ -119,13 +120,26 @@ bool import_pages(DeviceShared& d, VkDeviceSize size, Allocation& a) {
 
 }  // namespace
 
-bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
+namespace {
+
+// What an allocation is for: a heap of the device's memory model, or staging memory.
+struct MemoryKind {
+  uint32_t type;  // memory type index
+  bool map;       // host-visible: mapped for the allocation's life
+  bool staging;
+};
+
+bool allocate_as(DeviceShared& d, VkDeviceSize size, const MemoryKind& kind, Allocation* out) {
   Allocation a;
-  if (d.import_host && size % d.import_align == 0) {
+  a.staging = kind.staging;
+  // Imported pages: unified heaps only (staging memory is needed on discrete memory only).
+  if (kind.map && !kind.staging && d.import_host && size % d.import_align == 0) {
     a.mapped = map_pages(size);
     if (a.mapped == nullptr) return false;
     a.imported = true;
   }
+  // Discrete heaps get a device address, the Buffers' unique addresses.
+  const bool bda = !kind.map && d.device_address;
   auto ext =
       make<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
   ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
@@ -134,6 +148,7 @@ bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
   bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (bda) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &a.buffer);
   if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
@@ -143,7 +158,7 @@ bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
   check(r, "vkCreateBuffer");
   VkMemoryRequirements req;
   d.fn.vkGetBufferMemoryRequirements(d.device, a.buffer, &req);
-  if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || req.size > d.heap_limit ||
+  if ((req.memoryTypeBits & (1u << kind.type)) == 0 || req.size > d.heap_limit ||
       (a.imported && req.size > size)) {
     d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
     if (a.imported) munmap(a.mapped, size);
@@ -154,12 +169,15 @@ bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
     d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
     munmap(a.mapped, size);
     d.import_host = false;
-    return allocate(d, size, out);
+    return allocate_as(d, size, kind, out);
   }
   if (!a.imported) {
+    auto flags = make<VkMemoryAllocateFlagsInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO);
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+    if (bda) ai.pNext = &flags;
     ai.allocationSize = req.size;
-    ai.memoryTypeIndex = d.memory_type;
+    ai.memoryTypeIndex = kind.type;
     r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
     if (r != VK_SUCCESS) {
       d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
@@ -168,7 +186,7 @@ bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
     }
   }
   r = d.fn.vkBindBufferMemory(d.device, a.buffer, a.memory, 0);
-  if (r == VK_SUCCESS && !a.imported) {
+  if (r == VK_SUCCESS && kind.map && !a.imported) {
     r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
   }
   if (r != VK_SUCCESS) {
@@ -180,9 +198,31 @@ bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
       return false;
     fail("vkBindBufferMemory / vkMapMemory", r);
   }
+  if (!kind.map) {
+    if (bda) {
+      auto info = make<VkBufferDeviceAddressInfo>(VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO);
+      info.buffer = a.buffer;
+      a.address = d.fn.vkGetBufferDeviceAddress(d.device, &info);
+    } else {
+      // A range of its own, 2 MiB-aligned, never handed out again.
+      const uint64_t span =
+          (size + (uint64_t(2) << 20) - 1) / (uint64_t(2) << 20) * (uint64_t(2) << 20);
+      a.address = d.next_synthetic_address.fetch_add(span, std::memory_order_relaxed);
+    }
+  }
   a.size = size;
   *out = a;
   return true;
+}
+
+}  // namespace
+
+bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
+  return allocate_as(d, size, MemoryKind{d.memory_type, !d.discrete, false}, out);
+}
+
+bool allocate_staging(DeviceShared& d, VkDeviceSize size, Allocation* out) {
+  return allocate_as(d, size, MemoryKind{d.staging_type, true, true}, out);
 }
 
 void release(DeviceShared& d, Allocation& a) noexcept {
@@ -193,12 +233,13 @@ void release(DeviceShared& d, Allocation& a) noexcept {
   a = Allocation{};
 }
 
+// Staging heaps are host memory: not counted in the device's bytes (driver_allocated_bytes).
 VkHeap::VkHeap(std::shared_ptr<DeviceShared> d, const Allocation& a) : d_(std::move(d)), a_(a) {
-  d_->held.fetch_add(a_.size, std::memory_order_relaxed);
+  if (!a_.staging) d_->held.fetch_add(a_.size, std::memory_order_relaxed);
 }
 
 VkHeap::~VkHeap() {
-  const VkDeviceSize n = a_.size;
+  const VkDeviceSize n = a_.staging ? 0 : a_.size;
   release(*d_, a_);
   d_->held.fetch_sub(n, std::memory_order_relaxed);
 }
@@ -314,8 +355,10 @@ struct Candidate {
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t family = 0;
   uint32_t queue_count = 0;
-  uint32_t memory_type = 0;
-  uint32_t memory_heap = 0;
+  uint32_t memory_type = 0;     // host-visible, coherent (device-local preferred): unified heaps
+  uint32_t local_type = 0;      // device-local (not host-visible preferred): discrete heaps
+  uint32_t staging_type = 0;    // host-visible, coherent (cached, not device-local preferred)
+  bool device_address = false;  // bufferDeviceAddress
   bool memory_budget = false;
   bool calibrated = false;   // VK_EXT_calibrated_timestamps
   bool import_host = false;  // VK_EXT_external_memory_host on a device whose memory is the host's
@@ -359,6 +402,7 @@ Candidate examine(VkPhysicalDevice pd) {
   auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   f2.pNext = &f12;
   vkGetPhysicalDeviceFeatures2(pd, &f2);
+  c.device_address = f12.bufferDeviceAddress == VK_TRUE;
   if (!f12.timelineSemaphore) c.why = "no timeline semaphores";
   if (!f2.features.shaderInt64) c.why = "no shaderInt64";
   if (!f2.features.shaderFloat64) c.why = "no shaderFloat64";
@@ -391,7 +435,28 @@ Candidate examine(VkPhysicalDevice pd) {
     return c;
   }
   c.memory_type = static_cast<uint32_t>(best);
-  c.memory_heap = mp.memoryTypes[best].heapIndex;
+  // Discrete heaps: device-local memory the host cannot map where there is such a type (the
+  // PCIe BAR window, device-local and host-visible, is never where Buffers live), else any
+  // device-local type, else the host-visible one.
+  // Staging: host-visible, coherent; first not device-local (where such a type exists: host
+  // memory, not the BAR window), then host-cached (host reads of a readback at memory speed).
+  auto score = [&](uint32_t i, bool staging) {
+    const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+    const bool local = f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const bool visible = f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+    if (staging) {
+      if ((f & need) != need) return -1;
+      return (local ? 0 : 2) + ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? 1 : 0);
+    }
+    return (local ? 2 : 0) + (visible ? 0 : 1);
+  };
+  int local = static_cast<int>(best), staging = static_cast<int>(best);
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
+    if (score(i, false) > score(static_cast<uint32_t>(local), false)) local = static_cast<int>(i);
+    if (score(i, true) > score(static_cast<uint32_t>(staging), true)) staging = static_cast<int>(i);
+  }
+  c.local_type = static_cast<uint32_t>(local);
+  c.staging_type = static_cast<uint32_t>(staging);
   return c;
 }
 
@@ -555,7 +620,15 @@ class Device final : public backend::Device {
     DeviceShared& d = *d_;
     d.phys = c.pd;
     d.family = c.family;
-    d.memory_type = c.memory_type;
+    // The memory model: discrete on a GPU with memory of its own (discrete, virtual and other
+    // types) or when MPSRT_VULKAN_MEMORY=discrete forces it; unified on CPU-type and integrated
+    // devices, whose memory is the host's.
+    d.discrete = g_config.force_discrete || !(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                                              c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
+    d.memory_type = d.discrete ? c.local_type : c.memory_type;
+    d.staging_type = c.staging_type;
+    d.device_address = d.discrete && c.device_address;
+    d.memory_budget = c.memory_budget;
 
     std::vector<float> priorities(c.queue_count, 1.0f);
     auto qi = make<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
@@ -565,6 +638,7 @@ class Device final : public backend::Device {
     auto f12 = make<VkPhysicalDeviceVulkan12Features>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     f12.timelineSemaphore = VK_TRUE;
+    if (d.device_address) f12.bufferDeviceAddress = VK_TRUE;
     auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     f2.pNext = &f12;
     f2.features.shaderInt64 = VK_TRUE;
@@ -621,19 +695,19 @@ class Device final : public backend::Device {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
     if (c.memory_budget) mp2.pNext = &budget;
     vkGetPhysicalDeviceMemoryProperties2(c.pd, &mp2);
-    const uint64_t heap_size = mp2.memoryProperties.memoryHeaps[c.memory_heap].size;
+    d.memory_heap = mp2.memoryProperties.memoryTypes[d.memory_type].heapIndex;
+    const uint64_t heap_size = mp2.memoryProperties.memoryHeaps[d.memory_heap].size;
     d.heap_limit = std::min<uint64_t>(heap_size, m3.maxMemoryAllocationSize);
 
     info_.name = p2.properties.deviceName;
     info_.total_memory = heap_size;
     // The budget where the driver reports one; else three quarters, as Metal recommends.
     info_.recommended_max_memory =
-        c.memory_budget ? std::min<uint64_t>(budget.heapBudget[c.memory_heap], heap_size)
+        c.memory_budget ? std::min<uint64_t>(budget.heapBudget[d.memory_heap], heap_size)
                         : heap_size / 4 * 3;
     if (info_.recommended_max_memory == 0) info_.recommended_max_memory = heap_size / 4 * 3;
     info_.max_buffer_size = d.heap_limit;
-    info_.unified_memory = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
-                           p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    info_.unified_memory = !d.discrete;
     info_.timestamp_period_ns = d.timestamp_period;
     const uint32_t api = p2.properties.apiVersion;
     info_.details = std::string("driver=") + drv.driverName + " " + drv.driverInfo +
@@ -641,7 +715,8 @@ class Device final : public backend::Device {
                     std::to_string(VK_API_VERSION_MINOR(api)) + "." +
                     std::to_string(VK_API_VERSION_PATCH(api)) +
                     ", queues=" + std::to_string(c.queue_count) +
-                    (g_config.shared_queue ? " (one shared)" : "");
+                    (g_config.shared_queue ? " (one shared)" : "") +
+                    ", memory=" + (d.discrete ? "discrete" : "unified");
 
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
@@ -656,8 +731,17 @@ class Device final : public backend::Device {
     if (nbytes > d_->heap_limit) return nullptr;
     const size_t size = (std::max<size_t>(nbytes, 1) + page - 1) / page * page;
     if (size > d_->heap_limit) return nullptr;
+    // A heap that would take the process past the device's memory budget is refused as the
+    // driver would refuse it: the core's out-of-memory ladder runs.
+    if (d_->memory_budget && over_budget(size)) return nullptr;
     Allocation a;
     if (!allocate(*d_, size, &a)) return nullptr;
+    return std::make_unique<VkHeap>(d_, a);
+  }
+  std::unique_ptr<backend::Heap> create_staging_heap(size_t nbytes) override {
+    const size_t size = (std::max<size_t>(nbytes, 1) + 4095) / 4096 * 4096;
+    Allocation a;
+    if (!allocate_staging(*d_, size, &a)) return nullptr;
     return std::make_unique<VkHeap>(d_, a);
   }
   uint64_t driver_allocated_bytes() const noexcept override {
@@ -673,6 +757,20 @@ class Device final : public backend::Device {
   int64_t host_clock_offset_ns() const noexcept override { return d_->host_offset_ns; }
 
  private:
+  // True when `bytes` more of the heaps' memory heap would exceed VK_EXT_memory_budget's
+  // budget for this process (heapUsage counts what the process holds there now).
+  bool over_budget(uint64_t bytes) const {
+    auto budget = make<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT);
+    auto mp2 = make<VkPhysicalDeviceMemoryProperties2>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
+    mp2.pNext = &budget;
+    vkGetPhysicalDeviceMemoryProperties2(d_->phys, &mp2);
+    const uint64_t limit = budget.heapBudget[d_->memory_heap];
+    const uint64_t used = budget.heapUsage[d_->memory_heap];
+    return limit != 0 && (used > limit || bytes > limit - used);
+  }
+
   std::shared_ptr<DeviceShared> d_;
   backend::DeviceInfo info_;
 };

@@ -16,10 +16,14 @@ struct VulkanConfig {
   /// semaphore instead of a queue-wide barrier (so different streams' work may overlap within
   /// the queue); false: each stream gets a VkQueue of its own while the device has enough.
   bool shared_queue = false;
+  /// The discrete memory model on every device (MPSRT_VULKAN_MEMORY=discrete): Buffers in
+  /// memory the host does not map, every host access staged; false: decided by the device's
+  /// type (discrete on discrete, virtual and other GPUs; unified on CPU-type and integrated).
+  bool force_discrete = false;
 };
 
-/// Applies `config` to the vulkan backend (backend::vulkan_backend()); devices opened
-/// afterwards use it.
+/// Applies `config` to the vulkan backend (backend::vulkan_backend()) for the devices opened
+/// from now on. Without the vulkan backend in the build it does nothing.
 void configure(const VulkanConfig& config);
 
 }  // namespace mpsrt::vk

@@ -266,8 +266,8 @@ Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, 
   rec->pool = pool;
   rec->size = heap->size();
   rec->serial = ++next_heap_serial_;
-  rec->base = reinterpret_cast<uint64_t>(heap->host_ptr());
-  if (rec->base == 0) rec->base = rec->serial << 40;  // device-only memory: a synthetic address
+  rec->base = heap->address();  // the host address on unified memory, else the device's
+  if (rec->base == 0) rec->base = rec->serial << 40;  // a heap with no address: a synthetic one
   rec->heap = std::move(heap);
   rec->context = ctx;
   Block* b = new_block();

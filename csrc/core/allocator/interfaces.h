@@ -38,6 +38,13 @@ class AllocStream {
   }
   /// True once all work up to fence value v has completed. Cost: one atomic load.
   bool reached(uint64_t v) const { return completed_->value() >= v; }
+  /// The fence value of the work committed so far (open work not included): unlike
+  /// fence_value(), a value that wait_reached() may wait for without a commit.
+  uint64_t committed_value() const noexcept { return committed_.load(std::memory_order_acquire); }
+  /// Blocks until all work up to fence value v has completed; v must be committed
+  /// (committed_value() or less). Command failures are not raised here (the owner's
+  /// synchronize() reports them).
+  void wait_reached(uint64_t v) const { completed_->wait(v, -1); }
 
  protected:
   explicit AllocStream(int64_t id) noexcept : id_(id) {}

@@ -76,10 +76,12 @@ class MPSRT_API Buffer {
   int device() const noexcept;
   /// The stream it was allocated on.
   Stream stream() const noexcept;
-  /// The device address of the first byte (the host address on cpu); unique among live
+  /// The device address of the first byte: the host address on unified memory, the device's
+  /// own address on discrete memory (DeviceProperties::unified_memory); unique among live
   /// allocations of the device (a view: the allocation's address + offset()).
   uint64_t address() const noexcept;
-  /// Host address of the memory when the device's memory is host-visible, else nullptr.
+  /// Host address of the memory on unified memory (the host reads and writes it directly),
+  /// nullptr on discrete memory (use copy_to_host / copy_from_host).
   void* host_ptr() const noexcept;
   /// Marks the buffer as used by `stream`: its memory (for a view: the whole allocation) will
   /// not be reused on another stream until that stream's work encoded so far has completed.
@@ -103,13 +105,22 @@ class MPSRT_API Buffer {
   /// `stream`. Throws std::invalid_argument when the sizes differ or src, this buffer and the
   /// stream are not on one device.
   void copy_from(const Buffer& src, const Stream& stream);
-  /// Copies nbytes (the buffer's size) from host memory now, after the device's pending work;
-  /// the source may overlap the buffer's own host memory. Throws std::invalid_argument when
-  /// the sizes differ or src is null, mpsrt::Error when the memory is not host-visible.
+  /// Copies nbytes (the buffer's size) from host memory, after the device's pending work (on
+  /// every stream), complete when it returns. Unified memory: one memmove (the source may
+  /// overlap the buffer's own host memory). Discrete memory: staged through the device's
+  /// staging pool on the calling thread's current stream, in pieces when larger than the pool.
+  /// Throws std::invalid_argument when the sizes differ or src is null, mpsrt::OutOfMemory
+  /// when no staging memory can be had, mpsrt::Error when a command fails.
   void copy_from_host(const void* src, size_t nbytes);
+  /// Copies the buffer's nbytes into host memory at dst, after the device's pending work (on
+  /// every stream), complete when it returns: one memmove on unified memory, staged on
+  /// discrete memory (as copy_from_host). Throws as copy_from_host.
+  void copy_to_host(void* dst, size_t nbytes) const;
 
  private:
   friend struct detail::Access;  // the core's way in (csrc/core/access.h)
+  // Discrete memory: copies from `from` (when set) or into `to` through the staging pool.
+  void stage(const void* from, void* to) const;
   detail::Block* block_ = nullptr;
   detail::CachingAllocator* alloc_ = nullptr;
   // The count of Buffers over the allocation; null until the first view is made (a Buffer
@@ -120,7 +131,9 @@ class MPSRT_API Buffer {
 };
 
 /// torch.cuda-style statistics: keys such as "allocated_bytes.all.current",
-/// "reserved_bytes.large_pool.peak", "num_alloc_retries", "num_ooms".
+/// "reserved_bytes.large_pool.peak", "num_alloc_retries", "num_ooms"; and the staging pool's
+/// "staging_bytes.current", "staging_bytes.peak" (host memory it holds) and "num_staged_copies"
+/// (host copies that went through it; 0 on unified memory).
 MPSRT_API std::map<std::string, int64_t> memory_stats(int device = -1);
 /// Sets peak values to the current ones.
 MPSRT_API void reset_peak_memory_stats(int device = -1);
@@ -136,7 +149,7 @@ MPSRT_API uint64_t recommended_max_memory(int device = -1);
 /// num_device_free, num_empty_cache). Current and peak values stay.
 MPSRT_API void reset_accumulated_memory_stats(int device = -1);
 /// Waits for every stream of the device (counted in num_sync_all_streams), then releases every
-/// cached, unused heap of the device back to the driver.
+/// cached, unused heap of the device back to the driver, and the staging memory no copy uses.
 MPSRT_API void empty_cache(int device = -1);
 /// Hard limit = fraction x recommended_max_memory (0: unlimited). Returns the previous
 /// fraction. Throws std::invalid_argument outside [0, 2] or for NaN, with torch.mps's message

@@ -9,6 +9,8 @@
  * made it and `size` is sizeof(MpsrtCApi) there; a caller checks version >= the version it
  * was written for (and size >= the offset of the last member it uses).
  *
+ * Version 3 adds the discrete memory model's entries: buffer addresses and staged host copies.
+ *
  * Errors: functions that can fail return an MpsrtStatus; on failure the message
  * ("[component] what happened; what to do") is kept per thread and read with last_error().
  * Handles are opaque: a buffer handle owns one mpsrt::Buffer (freeing is stream-ordered, as
@@ -25,7 +27,7 @@
 extern "C" {
 #endif
 
-#define MPSRT_C_API_VERSION 2
+#define MPSRT_C_API_VERSION 3
 #define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
 
 typedef enum MpsrtStatus {
@@ -65,7 +67,7 @@ typedef struct MpsrtCApi {
   int (*device_count)(void);
   int (*current_device)(void);
   MpsrtStatus (*set_device)(int device, int* previous);
-  /* 1 when device memory has a host address (cpu; vulkan where mapped), else 0. */
+  /* 1 when device memory has a host address (the unified memory model), else 0 (discrete). */
   int (*host_visible)(int device);
   MpsrtStatus (*synchronize)(int device);
 
@@ -150,6 +152,23 @@ typedef struct MpsrtCApi {
   MpsrtStatus (*buffer_check_owner)(const MpsrtBuffer* buffer);
   /* (free, total) bytes of the device, as mpsrt::mem_get_info */
   MpsrtStatus (*mem_get_info)(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+
+  /* ---- version 3: the memory models ---- */
+  /* The device address of the buffer's first byte (mpsrt::Buffer::address): the host address on
+   * unified memory, the device's own on discrete memory; unique among the device's live
+   * buffers. 0 for NULL. */
+  uint64_t (*buffer_address)(const MpsrtBuffer* buffer);
+  /* The buffer's host address on unified memory; NULL on discrete memory (and for NULL). */
+  void* (*buffer_host_ptr)(const MpsrtBuffer* buffer);
+  /* Host -> device: nbytes from host memory at src into the buffer at byte `offset`, after the
+   * device's pending work, complete when it returns (mpsrt::Buffer::copy_from_host: one memmove
+   * on unified memory, staged through the device's staging pool on discrete memory). */
+  MpsrtStatus (*buffer_copy_from_host)(MpsrtBuffer* dst, size_t offset, const void* src,
+                                       size_t nbytes);
+  /* Device -> host: nbytes of the buffer from byte `offset` into host memory at dst, after the
+   * device's pending work, complete when it returns (mpsrt::Buffer::copy_to_host). */
+  MpsrtStatus (*buffer_copy_to_host)(const MpsrtBuffer* src, size_t offset, void* dst,
+                                     size_t nbytes);
 } MpsrtCApi;
 
 #ifdef __cplusplus

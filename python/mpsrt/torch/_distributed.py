@@ -1,11 +1,15 @@
 """The torch.distributed backend ``"mpsrt"``: collectives on mpsrt tensors, run by gloo.
 
-gloo takes CPU (and CUDA) tensors only. mpsrt's device memory is host-visible (the PyTorch
-device needs it), so each collective hands gloo CPU tensors that *alias* the mpsrt tensors'
-memory: no copy in or out, gloo reads and writes the device memory in place. First the current
-stream of each mpsrt device involved is synchronized, so that work queued on it (fills, copies)
-has landed. The work returned completes when gloo's does; its future's value holds the caller's
-mpsrt tensors (what DDP's reducer reads back), and they are kept alive until then. CPU tensors
+gloo takes CPU (and CUDA) tensors only. On unified memory (mpsrt's memory model where the host
+addresses the device memory) each collective hands gloo CPU tensors that *alias* the mpsrt
+tensors' memory: no copy in or out, gloo reads and writes the device memory in place. On
+discrete memory, which the host cannot address, gloo gets host copies of the mpsrt tensors
+(through mpsrt's staging path), and what it writes (the collective's first argument: its
+outputs, or the tensors it reduces in place) is copied back into the mpsrt tensors when the
+work completes. First the current stream of each mpsrt device involved is synchronized, so that
+work queued on it (fills, copies) has landed. The work returned completes when gloo's does; its
+future's value holds the caller's mpsrt tensors (what DDP's reducer reads back), and they are
+kept alive until then. CPU tensors
 go to gloo as they are, so one group serves both (object collectives, e.g.
 ``all_gather_object``, use CPU tensors); one collective mixing the two raises ValueError.
 
@@ -84,6 +88,15 @@ def _host_alias(t: torch.Tensor) -> torch.Tensor:
         alias = flat.as_strided(t.size(), t.stride())
     alias._mpsrt_tensor = t
     return alias
+
+
+def _host_copy(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of the mpsrt tensor ``t`` (discrete memory, which the host cannot alias), with
+    ``t`` in an attribute: what gloo writes into the copy goes back into ``t`` when the
+    collective completes (and ``t`` is kept alive until then)."""
+    copy = t.cpu()
+    copy._mpsrt_tensor = t
+    return copy
 
 
 def _original(t: torch.Tensor) -> torch.Tensor:
@@ -219,19 +232,28 @@ class ProcessGroupMpsrt(_ProcessGroup):
                     f"got {', '.join(sorted(bad))}; use ReduceOp.SUM and divide"
                 )
             args = (*args[:-1], _sum_options(args[-1]))
-        for index in sorted({t.device.index for t in tensors if t.device.type == _DEVICE}):
+        indices = sorted({t.device.index for t in tensors if t.device.type == _DEVICE})
+        for index in indices:
             mpsrt.current_stream(index).synchronize()  # queued writes land before gloo reads
-        gloo_args = _map(args, lambda t: _host_alias(t) if t.device.type == _DEVICE else t)
+        unified = all(mpsrt.get_device_properties(i).unified_memory for i in indices)
+        to_host = _host_alias if unified else _host_copy
+        gloo_args = _map(args, lambda t: to_host(t) if t.device.type == _DEVICE else t)
         work = gloo_op(*gloo_args)
         divide: list[torch.Tensor] = []
         if avg and (op != "reduce" or self.rank() == args[-1].rootRank):
             divide = _tensors(gloo_args[0])
+        # Host copies of what the collective writes, to copy back (discrete memory).
+        written = [] if unified or op == "send" else _tensors(gloo_args[0])
         size = self.size()
 
         def finish(value: Any) -> Any:
             for t in divide:
                 t.div_(size)
             divide.clear()
+            for t in written:
+                if t.device.type == "cpu" and _original(t) is not t:
+                    _original(t).copy_(t)
+            written.clear()
             return _map(value, _original)  # the caller's mpsrt tensors, for DDP's reducer
 
         try:
