@@ -1,5 +1,6 @@
 // Built when the Vulkan backend is not: reports itself unavailable.
 #include "backends/unbuilt.h"
+#include "backends/vulkan/vulkan_backend.h"
 
 namespace mpsrt::backend {
 Backend& vulkan_backend() {
@@ -7,3 +8,7 @@ Backend& vulkan_backend() {
   return b;
 }
 }  // namespace mpsrt::backend
+
+namespace mpsrt::vk {
+void configure(const VulkanConfig&) {}
+}  // namespace mpsrt::vk

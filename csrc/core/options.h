@@ -22,7 +22,12 @@ struct Options {
   uint64_t profile_records = 1 << 20;  // profiler records kept per thread
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
-  int cpu_threads = 0;  // 0: the cores, at most 8
+  int cpu_threads = 0;                // 0: the cores, at most 8
+  uint32_t vulkan_workgroup = 0;      // 0: by the device
+  uint32_t vulkan_groups_per_sm = 0;  // 0: by the device
+  uint32_t vulkan_unroll = 2;
+  uint32_t vulkan_vector = 16;
+  std::string vulkan_copy = "kernel";  // "kernel" or "dma"
 };
 
 /// Reads a variable's value; nullptr when unset.

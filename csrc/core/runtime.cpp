@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/debug_log.h"
 #include "core/allocator/history.h"
@@ -302,6 +303,15 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
     cfg.isa = options_.cpu_isa;
     cfg.threads = options_.cpu_threads;
     cpu::configure(cfg);
+  }
+  if (backend_ == &backend::vulkan_backend()) {
+    vk::VulkanConfig cfg;
+    cfg.workgroup = options_.vulkan_workgroup;
+    cfg.groups_per_sm = options_.vulkan_groups_per_sm;
+    cfg.unroll = options_.vulkan_unroll;
+    cfg.vector_bytes = options_.vulkan_vector;
+    cfg.copy_kernel = options_.vulkan_copy == "kernel";
+    vk::configure(cfg);
   }
   device_count_ = backend_->device_count();
   // The backend's platform tracing (os_signpost on metal) while this runtime runs.

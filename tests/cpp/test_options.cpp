@@ -41,11 +41,22 @@ std::string describe(const Env& env) {
   return s;
 }
 
-const std::vector<std::string> kNames = {
-    "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
-    "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
-    "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
-    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS"};
+const std::vector<std::string> kNames = {"MPSRT_BACKEND",
+                                         "MPSRT_HIGH_WATERMARK_RATIO",
+                                         "MPSRT_LOW_WATERMARK_RATIO",
+                                         "MPSRT_DEBUG_ALLOCATOR",
+                                         "MPSRT_CPU_DEVICES",
+                                         "MPSRT_TRACE_SIGNPOSTS",
+                                         "MPSRT_LOG_PROFILE_INFO",
+                                         "MPSRT_PROFILE_RECORDS",
+                                         "MPSRT_CPU_SPIN_US",
+                                         "MPSRT_CPU_ISA",
+                                         "MPSRT_CPU_THREADS",
+                                         "MPSRT_VULKAN_WORKGROUP",
+                                         "MPSRT_VULKAN_GROUPS_PER_SM",
+                                         "MPSRT_VULKAN_UNROLL",
+                                         "MPSRT_VULKAN_VECTOR",
+                                         "MPSRT_VULKAN_COPY"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -65,6 +76,11 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.log_profile_info, 0u);
   EXPECT_EQ(o.cpu_spin_us, 50);
   EXPECT_EQ(o.cpu_isa, "auto");
+  EXPECT_EQ(o.vulkan_workgroup, 0u);
+  EXPECT_EQ(o.vulkan_groups_per_sm, 0u);
+  EXPECT_EQ(o.vulkan_unroll, 2u);
+  EXPECT_EQ(o.vulkan_vector, 16u);
+  EXPECT_EQ(o.vulkan_copy, "kernel");
 }
 
 TEST(Options, ReadsEveryVariableOfTheTableAndNothingElse) {
@@ -104,6 +120,19 @@ TEST(Options, EachVariableIsParsed) {
   for (const char* isa : {"auto", "avx512", "avx2", "scalar"}) {
     EXPECT_EQ(parse({{"MPSRT_CPU_ISA", isa}}).cpu_isa, isa);
   }
+  for (uint32_t wg : {0u, 32u, 64u, 128u, 256u, 512u, 1024u}) {
+    EXPECT_EQ(parse({{"MPSRT_VULKAN_WORKGROUP", std::to_string(wg)}}).vulkan_workgroup, wg);
+  }
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "0"}}).vulkan_groups_per_sm, 0u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "16"}}).vulkan_groups_per_sm, 16u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "1024"}}).vulkan_groups_per_sm, 1024u);
+  for (uint32_t u : {1u, 2u, 4u, 8u}) {
+    EXPECT_EQ(parse({{"MPSRT_VULKAN_UNROLL", std::to_string(u)}}).vulkan_unroll, u);
+  }
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_VECTOR", "4"}}).vulkan_vector, 4u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_VECTOR", "16"}}).vulkan_vector, 16u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "dma"}}).vulkan_copy, "dma");
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "kernel"}}).vulkan_copy, "kernel");
 }
 
 TEST(Options, PytorchAliasesAreAccepted) {
@@ -209,6 +238,22 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_CPU_ISA", "bogus"},
       {"MPSRT_CPU_ISA", ""},
       {"MPSRT_CPU_ISA", "AVX2"},
+      {"MPSRT_VULKAN_WORKGROUP", "16"},
+      {"MPSRT_VULKAN_WORKGROUP", "100"},
+      {"MPSRT_VULKAN_WORKGROUP", "2048"},
+      {"MPSRT_VULKAN_WORKGROUP", "-64"},
+      {"MPSRT_VULKAN_WORKGROUP", ""},
+      {"MPSRT_VULKAN_GROUPS_PER_SM", "1025"},
+      {"MPSRT_VULKAN_GROUPS_PER_SM", "x"},
+      {"MPSRT_VULKAN_UNROLL", "0"},
+      {"MPSRT_VULKAN_UNROLL", "3"},
+      {"MPSRT_VULKAN_UNROLL", "16"},
+      {"MPSRT_VULKAN_VECTOR", "8"},
+      {"MPSRT_VULKAN_VECTOR", "016"},
+      {"MPSRT_VULKAN_VECTOR", ""},
+      {"MPSRT_VULKAN_COPY", "DMA"},
+      {"MPSRT_VULKAN_COPY", "shader"},
+      {"MPSRT_VULKAN_COPY", ""},
   };
   for (const Bad& b : cases) {
     const Env env = {{b.var, b.value}};
@@ -286,7 +331,12 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_PROFILE_RECORDS", "1048576"},
                                                        {"MPSRT_CPU_SPIN_US", "50"},
                                                        {"MPSRT_CPU_ISA", "auto"},
-                                                       {"MPSRT_CPU_THREADS", "0"}};
+                                                       {"MPSRT_CPU_THREADS", "0"},
+                                                       {"MPSRT_VULKAN_WORKGROUP", "0"},
+                                                       {"MPSRT_VULKAN_GROUPS_PER_SM", "0"},
+                                                       {"MPSRT_VULKAN_UNROLL", "2"},
+                                                       {"MPSRT_VULKAN_VECTOR", "16"},
+                                                       {"MPSRT_VULKAN_COPY", "kernel"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);
@@ -315,7 +365,12 @@ TEST(Options, DescribeShowsTheValuesInForce) {
                            {"MPSRT_TRACE_SIGNPOSTS", "0x10"},
                            {"MPSRT_LOG_PROFILE_INFO", "2"},
                            {"MPSRT_CPU_SPIN_US", "0"},
-                           {"MPSRT_CPU_ISA", "scalar"}});
+                           {"MPSRT_CPU_ISA", "scalar"},
+                           {"MPSRT_VULKAN_WORKGROUP", "128"},
+                           {"MPSRT_VULKAN_GROUPS_PER_SM", "4"},
+                           {"MPSRT_VULKAN_UNROLL", "8"},
+                           {"MPSRT_VULKAN_VECTOR", "4"},
+                           {"MPSRT_VULKAN_COPY", "dma"}});
   std::map<std::string, std::string> values;
   for (const mpsrt::OptionInfo& i : mpsrt::detail::describe_options(o)) values[i.name] = i.value;
   EXPECT_EQ(values.at("MPSRT_BACKEND"), "cpu");
@@ -327,6 +382,11 @@ TEST(Options, DescribeShowsTheValuesInForce) {
   EXPECT_EQ(values.at("MPSRT_LOG_PROFILE_INFO"), "2");
   EXPECT_EQ(values.at("MPSRT_CPU_SPIN_US"), "0");
   EXPECT_EQ(values.at("MPSRT_CPU_ISA"), "scalar");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_WORKGROUP"), "128");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_GROUPS_PER_SM"), "4");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_UNROLL"), "8");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_VECTOR"), "4");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_COPY"), "dma");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The vulkan backend: any Vulkan 1.2 device with a compute queue.
 //
-//   Heap          - a VkDeviceMemory of a host-visible, host-coherent type with one VkBuffer
-//                   over all of it, mapped persistently
+//   Heap          - a VkDeviceMemory of a host-visible, host-coherent type with VkBuffers over
+//                   all of it (one, or overlapping ones where it is larger than the device's
+//                   largest VkBuffer), mapped persistently
 //   Queue         - a VkQueue of the device (shared under a mutex when there are fewer VkQueues
 //                   than streams), fed by a submit thread and drained by a completion thread
 //                   (vk_queue.cpp)
@@ -23,7 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_info.h"
 #include "backends/vulkan/vk_common.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::vk {
@@ -76,12 +79,18 @@ DeviceShared::~DeviceShared() {
   if (device == VK_NULL_HANDLE) return;
   fn.vkDeviceWaitIdle(device);
   for (auto& kv : random_pipelines) fn.vkDestroyPipeline(device, kv.second, nullptr);
-  if (fill_pipeline) fn.vkDestroyPipeline(device, fill_pipeline, nullptr);
-  if (fill_module) fn.vkDestroyShaderModule(device, fill_module, nullptr);
-  if (random_module) fn.vkDestroyShaderModule(device, random_module, nullptr);
-  if (fill_layout) fn.vkDestroyPipelineLayout(device, fill_layout, nullptr);
-  if (random_layout) fn.vkDestroyPipelineLayout(device, random_layout, nullptr);
-  if (set_layout) fn.vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
+  for (VkPipeline p : {fill_pipeline, copy16_pipeline, copy4_pipeline}) {
+    if (p) fn.vkDestroyPipeline(device, p, nullptr);
+  }
+  for (VkShaderModule m : {fill_module, copy_module, random_module}) {
+    if (m) fn.vkDestroyShaderModule(device, m, nullptr);
+  }
+  for (VkPipelineLayout l : {fill_layout, copy_layout, random_layout}) {
+    if (l) fn.vkDestroyPipelineLayout(device, l, nullptr);
+  }
+  for (VkDescriptorSetLayout l : {set_layout, copy_set_layout}) {
+    if (l) fn.vkDestroyDescriptorSetLayout(device, l, nullptr);
+  }
   fn.vkDestroyDevice(device, nullptr);
 }
 
@@ -117,75 +126,123 @@ bool import_pages(DeviceShared& d, VkDeviceSize size, Allocation& a) {
 
 }  // namespace
 
-bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
-  Allocation a;
-  if (d.import_host && size % d.import_align == 0) {
-    a.mapped = map_pages(size);
-    if (a.mapped == nullptr) return false;
-    a.imported = true;
-  }
+namespace {
+
+bool out_of_memory(VkResult r) {
+  return r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
+}
+
+void destroy_buffers(DeviceShared& d, Allocation& a) noexcept {
+  if (a.buffer) d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  for (VkBuffer b : a.more) d.fn.vkDestroyBuffer(d.device, b, nullptr);
+  a.buffer = VK_NULL_HANDLE;
+  a.more.clear();
+}
+
+// The offset of VkBuffer i of an allocation (0: a.buffer, i: a.more[i - 1]).
+VkDeviceSize buffer_offset(const Allocation& a, size_t i) {
+  return static_cast<VkDeviceSize>(i) * a.stride;
+}
+
+// Creates the VkBuffers of `a` (a.size bytes): one over all of it, or where it is larger than
+// buffer_span one of buffer_span bytes every buffer_stride bytes, the last one to the end.
+// Returns the result of the first failure (none left then); *need is the memory they need.
+VkResult create_buffers(DeviceShared& d, Allocation& a, VkDeviceSize* need) {
   auto ext =
       make<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
   ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
   auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
   if (a.imported) bi.pNext = &ext;
-  bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &a.buffer);
-  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
-    if (a.imported) munmap(a.mapped, size);
-    return false;
+  a.stride = a.size > d.buffer_span ? d.buffer_stride : 0;
+  *need = 0;
+  for (size_t i = 0;; ++i) {
+    const VkDeviceSize at = buffer_offset(a, i);
+    bi.size = std::min(a.size - at, d.buffer_span);
+    VkBuffer b = VK_NULL_HANDLE;
+    const VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &b);
+    if (r != VK_SUCCESS) {
+      destroy_buffers(d, a);
+      return r;
+    }
+    if (i == 0) {
+      a.buffer = b;
+    } else {
+      a.more.push_back(b);
+    }
+    VkMemoryRequirements req;
+    d.fn.vkGetBufferMemoryRequirements(d.device, b, &req);
+    if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || at % req.alignment != 0) {
+      destroy_buffers(d, a);
+      return VK_ERROR_OUT_OF_DEVICE_MEMORY;  // not in this memory type: out of memory for us
+    }
+    *need = std::max(*need, at + req.size);
+    if (at + bi.size == a.size) return VK_SUCCESS;
   }
-  check(r, "vkCreateBuffer");
-  VkMemoryRequirements req;
-  d.fn.vkGetBufferMemoryRequirements(d.device, a.buffer, &req);
-  if ((req.memoryTypeBits & (1u << d.memory_type)) == 0 || req.size > d.heap_limit ||
-      (a.imported && req.size > size)) {
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+}
+
+}  // namespace
+
+bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
+  Allocation a;
+  a.size = size;
+  if (d.import_host && size % d.import_align == 0) {
+    a.mapped = map_pages(size);
+    if (a.mapped == nullptr) return false;
+    a.imported = true;
+  }
+  VkDeviceSize need = 0;
+  VkResult r = create_buffers(d, a, &need);
+  if (r == VK_SUCCESS && (need > d.heap_limit || (a.imported && need > size))) {
+    destroy_buffers(d, a);
+    r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  }
+  if (r != VK_SUCCESS) {
     if (a.imported) munmap(a.mapped, size);
-    return false;
+    if (out_of_memory(r)) return false;
+    fail("vkCreateBuffer", r);
   }
   if (a.imported && !import_pages(d, size, a)) {
     // Not importable after all: from now on heaps come from the driver.
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    destroy_buffers(d, a);
     munmap(a.mapped, size);
     d.import_host = false;
     return allocate(d, size, out);
   }
   if (!a.imported) {
     auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
-    ai.allocationSize = req.size;
+    ai.allocationSize = need;
     ai.memoryTypeIndex = d.memory_type;
     r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
     if (r != VK_SUCCESS) {
-      d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
-      if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+      destroy_buffers(d, a);
+      if (out_of_memory(r)) return false;
       fail("vkAllocateMemory", r);
     }
   }
-  r = d.fn.vkBindBufferMemory(d.device, a.buffer, a.memory, 0);
+  for (size_t i = 0; i <= a.more.size() && r == VK_SUCCESS; ++i) {
+    r = d.fn.vkBindBufferMemory(d.device, i == 0 ? a.buffer : a.more[i - 1], a.memory,
+                                buffer_offset(a, i));
+  }
   if (r == VK_SUCCESS && !a.imported) {
     r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
   }
   if (r != VK_SUCCESS) {
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    destroy_buffers(d, a);
     d.fn.vkFreeMemory(d.device, a.memory, nullptr);
     if (a.imported) munmap(a.mapped, size);
-    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
-        r == VK_ERROR_MEMORY_MAP_FAILED)
-      return false;
+    if (out_of_memory(r) || r == VK_ERROR_MEMORY_MAP_FAILED) return false;
     fail("vkBindBufferMemory / vkMapMemory", r);
   }
-  a.size = size;
-  *out = a;
+  *out = std::move(a);
   return true;
 }
 
 void release(DeviceShared& d, Allocation& a) noexcept {
   if (a.memory == VK_NULL_HANDLE) return;
-  d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  destroy_buffers(d, a);
   d.fn.vkFreeMemory(d.device, a.memory, nullptr);  // unmaps implicitly
   if (a.imported) munmap(a.mapped, a.size);        // our pages go back to the system now
   a = Allocation{};
@@ -280,8 +337,11 @@ struct Candidate {
   uint32_t memory_type = 0;
   uint32_t memory_heap = 0;
   bool memory_budget = false;
-  bool calibrated = false;   // VK_EXT_calibrated_timestamps
-  bool import_host = false;  // VK_EXT_external_memory_host on a device whose memory is the host's
+  bool calibrated = false;    // VK_EXT_calibrated_timestamps
+  bool import_host = false;   // VK_EXT_external_memory_host on a device whose memory is the host's
+  bool maintenance4 = false;  // maxBufferSize is known (Vulkan 1.3 or VK_KHR_maintenance4)
+  bool nv_sm = false;         // VK_NV_shader_sm_builtins: the SM count
+  bool amd_core = false;      // VK_AMD_shader_core_properties: the CU count
 };
 
 Candidate examine(VkPhysicalDevice pd) {
@@ -325,6 +385,10 @@ Candidate examine(VkPhysicalDevice pd) {
   if (!c.why.empty()) return c;
   c.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   c.calibrated = has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+  c.maintenance4 = props.apiVersion >= VK_API_VERSION_1_3 ||
+                   has_extension(exts, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+  c.nv_sm = has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  c.amd_core = has_extension(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
   c.import_host = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
                   (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
                    props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
@@ -503,9 +567,39 @@ int64_t calibrate(const DeviceShared& d, bool calibrated) {
   return static_cast<int64_t>(ts[1]) - static_cast<int64_t>(dev_ns);
 }
 
+// What the kernels' sizing needs to know of a device.
+struct Shape {
+  uint32_t subgroup = 1;         // invocations of a subgroup (warp, wavefront)
+  uint32_t max_workgroup = 128;  // invocations of a workgroup at most
+  uint32_t max_groups = 65535;   // workgroups of a dispatch at most
+  uint32_t sms = 0;              // SMs / CUs; 0 when the device does not tell
+  uint32_t threads_per_sm = 0;   // invocations an SM / CU holds at once
+};
+
+// Workgroup size and workgroups per dispatch (PyTorch's rule for its CUDA kernels: 256-thread
+// blocks, at most as many as the SMs hold at once, a grid-stride loop over the rest).
+void size_kernels(DeviceShared& d, const VulkanConfig& cfg, const Shape& s) {
+  uint32_t wg = cfg.workgroup != 0 ? cfg.workgroup : 256;
+  wg = std::max(wg, s.subgroup);  // a whole number of subgroups (both powers of two)
+  while (wg > s.max_workgroup && wg > 1) wg /= 2;
+  d.workgroup = wg;
+  uint64_t groups = 0;
+  if (s.sms != 0) {
+    const uint32_t per_sm =
+        cfg.groups_per_sm != 0 ? cfg.groups_per_sm : std::max<uint32_t>(1, s.threads_per_sm / wg);
+    groups = uint64_t(s.sms) * per_sm;
+  } else {
+    groups = (uint64_t(1) << 20) / wg;  // 2^20 invocations: more than any GPU holds at once
+  }
+  d.max_groups = static_cast<uint32_t>(std::clamp<uint64_t>(groups, 1, s.max_groups));
+  d.unroll = cfg.unroll;
+  d.vector = cfg.vector_bytes;
+  d.copy_kernel = cfg.copy_kernel;
+}
+
 class Device final : public backend::Device {
  public:
-  explicit Device(const Candidate& c) : d_(std::make_shared<DeviceShared>()) {
+  Device(const Candidate& c, const VulkanConfig& cfg) : d_(std::make_shared<DeviceShared>()) {
     DeviceShared& d = *d_;
     d.phys = c.pd;
     d.family = c.family;
@@ -547,15 +641,59 @@ class Device final : public backend::Device {
     drv.pNext = &m3;
     auto hostp = make<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
-    if (c.import_host) m3.pNext = &hostp;
+    auto sub = make<VkPhysicalDeviceSubgroupProperties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+    auto m4 = make<VkPhysicalDeviceMaintenance4Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES);
+    auto nv = make<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+    auto amd = make<VkPhysicalDeviceShaderCorePropertiesAMD>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
     auto p2 = make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+    // The chain: p2 -> drv -> m3 -> sub, then those the device has.
     p2.pNext = &drv;
+    m3.pNext = &sub;
+    void** tail = &sub.pNext;
+    auto append = [&](auto& ext) {
+      *tail = &ext;
+      tail = &ext.pNext;
+    };
+    if (c.import_host) append(hostp);
+    if (c.maintenance4) append(m4);
+    if (c.nv_sm) append(nv);
+    if (c.amd_core) append(amd);
     vkGetPhysicalDeviceProperties2(c.pd, &p2);
     const VkPhysicalDeviceLimits& lim = p2.properties.limits;
     d.window_align = std::max<VkDeviceSize>(lim.minStorageBufferOffsetAlignment, 16);
-    const VkDeviceSize max_range = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
-    d.window_bytes = max_range / d.window_align * d.window_align;
+    VkDeviceSize window = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
+    // The largest VkBuffer: maxBufferSize where the device tells it; else what one allocation
+    // may be (a VkBuffer that large is what this backend always made there).
+    const VkDeviceSize max_buffer =
+        c.maintenance4
+            ? m4.maxBufferSize
+            : std::max<VkDeviceSize>(m3.maxMemoryAllocationSize, lim.maxStorageBufferRange);
+    // Buffers start at multiples of 2 MiB (more than any buffer alignment), and overlap by at
+    // least a window.
+    const VkDeviceSize granule = VkDeviceSize(2) << 20;
+    d.buffer_span = std::max(max_buffer / granule * granule, 2 * granule);
+    window = std::min(window, d.buffer_span / 2);
+    d.window_bytes = window / d.window_align * d.window_align;
+    d.buffer_stride = (d.buffer_span - d.window_bytes) / granule * granule;
     d.timestamp_period = lim.timestampPeriod;
+    Shape shape;
+    shape.subgroup = std::max<uint32_t>(sub.subgroupSize, 1);
+    shape.max_workgroup =
+        std::min(lim.maxComputeWorkGroupInvocations, lim.maxComputeWorkGroupSize[0]);
+    shape.max_groups = lim.maxComputeWorkGroupCount[0];
+    if (c.nv_sm && nv.shaderSMCount > 0) {
+      shape.sms = nv.shaderSMCount;
+      shape.threads_per_sm = nv.shaderWarpsPerSM * shape.subgroup;
+    } else if (c.amd_core && amd.computeUnitsPerShaderArray > 0) {
+      shape.sms =
+          amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+      shape.threads_per_sm = amd.simdPerComputeUnit * amd.wavefrontsPerSimd * amd.wavefrontSize;
+    }
+    size_kernels(d, cfg, shape);
     if (c.import_host) {
       const VkDeviceSize page = static_cast<VkDeviceSize>(sysconf(_SC_PAGESIZE));
       d.import_align = std::max<VkDeviceSize>(hostp.minImportedHostPointerAlignment, page);
@@ -575,8 +713,15 @@ class Device final : public backend::Device {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
     if (c.memory_budget) mp2.pNext = &budget;
     vkGetPhysicalDeviceMemoryProperties2(c.pd, &mp2);
-    const uint64_t heap_size = mp2.memoryProperties.memoryHeaps[c.memory_heap].size;
-    d.heap_limit = std::min<uint64_t>(heap_size, m3.maxMemoryAllocationSize);
+    // One heap may be as large as the memory heap (maxMemoryAllocationSize is a soft limit,
+    // which NVIDIA exceeds; a refusal is out of memory). On a CPU-type device (lavapipe) the
+    // memory is the host's and the heap size a nominal figure the driver does not enforce
+    // (lavapipe: 2 GiB): there the host's memory is the limit.
+    uint64_t heap_size = mp2.memoryProperties.memoryHeaps[c.memory_heap].size;
+    if (c.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+      heap_size = std::max(heap_size, cpu::usable_memory_bytes());
+    }
+    d.heap_limit = heap_size;
 
     info_.name = p2.properties.deviceName;
     info_.total_memory = heap_size;
@@ -594,7 +739,13 @@ class Device final : public backend::Device {
                     ", api=" + std::to_string(VK_API_VERSION_MAJOR(api)) + "." +
                     std::to_string(VK_API_VERSION_MINOR(api)) + "." +
                     std::to_string(VK_API_VERSION_PATCH(api)) +
-                    ", queues=" + std::to_string(c.queue_count);
+                    ", queues=" + std::to_string(c.queue_count) +
+                    ", kernels: workgroup=" + std::to_string(d.workgroup) +
+                    " groups=" + std::to_string(d.max_groups) +
+                    (shape.sms != 0 ? " (" + std::to_string(shape.sms) + " SMs)" : "") +
+                    " unroll=" + std::to_string(d.unroll) + " vector=" + std::to_string(d.vector) +
+                    " copy=" + (d.copy_kernel ? "kernel" : "dma") +
+                    " subgroup=" + std::to_string(shape.subgroup);
 
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
@@ -602,6 +753,8 @@ class Device final : public backend::Device {
 
   const backend::DeviceInfo& info() const noexcept override { return info_; }
 
+  // Cost: vkCreateBuffer per buffer_span (one below maxBufferSize), vkAllocateMemory (or an
+  // mmap imported), vkBindBufferMemory per buffer, vkMapMemory.
   std::unique_ptr<backend::Heap> create_heap(size_t nbytes) override {
     const size_t page = d_->import_align;  // 4096 unless imported pages need more
     if (nbytes > d_->heap_limit) return nullptr;
@@ -631,6 +784,21 @@ class Device final : public backend::Device {
 class Backend final : public backend::Backend {
  public:
   const char* name() const noexcept override { return "vulkan"; }
+  void configure(const VulkanConfig& config) {
+    // Validate everything first: a configure() that throws changes nothing.
+    const auto power_of_two = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    if (config.workgroup != 0 && (!power_of_two(config.workgroup) || config.workgroup > 1024)) {
+      detail::throw_invalid("[vulkan] the workgroup size must be 0 or a power of two up to 1024");
+    }
+    if (!power_of_two(config.unroll) || config.unroll > 8) {
+      detail::throw_invalid("[vulkan] the unroll factor must be 1, 2, 4 or 8");
+    }
+    if (config.vector_bytes != 4 && config.vector_bytes != 16) {
+      detail::throw_invalid("[vulkan] the vector width must be 4 or 16 bytes");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    cfg_ = config;
+  }
   bool is_built() const noexcept override { return true; }
   bool is_available() noexcept override {
     try {
@@ -666,16 +834,34 @@ class Backend final : public backend::Backend {
       detail::throw_invalid("[vulkan] no device " + std::to_string(index) + "; there are " +
                             std::to_string(inst.devices.size()));
     }
-    return std::make_unique<Device>(inst.devices[static_cast<size_t>(index)]);
+    VulkanConfig cfg;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cfg = cfg_;
+    }
+    return std::make_unique<Device>(inst.devices[static_cast<size_t>(index)], cfg);
   }
+
+ private:
+  std::mutex mu_;
+  VulkanConfig cfg_;
 };
 
+Backend& the_backend() {
+  static Backend b;
+  return b;
+}
+
 }  // namespace
+
+void configure(const VulkanConfig& config) {
+  the_backend().configure(config);
+}
+
 }  // namespace mpsrt::vk
 
 namespace mpsrt::backend {
 Backend& vulkan_backend() {
-  static vk::Backend b;
-  return b;
+  return vk::the_backend();
 }
 }  // namespace mpsrt::backend

@@ -1,0 +1,34 @@
+// The vulkan backend's own settings. They are not part of the backend interface (backend.h):
+// the core fills them from its options (MPSRT_VULKAN_*) and applies them when the vulkan
+// backend is the one it runs on; the backend reads no environment itself. No Vulkan type
+// appears here (this header is seen by the core, also in builds without the backend).
+#pragma once
+
+#include <cstdint>
+
+namespace mpsrt::vk {
+
+struct VulkanConfig {
+  /// Invocations per workgroup of every kernel (a power of two); 0: by the device (256, a
+  /// multiple of its subgroup size, within its limits).
+  uint32_t workgroup = 0;
+  /// Workgroups per SM / CU that one dispatch launches at most; 0: by the device (as many as
+  /// its SMs hold at once). Used where the device tells its SM count (VK_NV_shader_sm_builtins,
+  /// VK_AMD_shader_core_properties); elsewhere a dispatch has at most 2^20 invocations.
+  uint32_t groups_per_sm = 0;
+  /// Vectors (fill, copy) or Philox blocks (random) an invocation handles per step of its
+  /// grid-stride loop: 1, 2, 4 or 8.
+  uint32_t unroll = 2;
+  /// The widest access of the kernels in bytes: 16 (uvec4 where aligned) or 4 (32-bit words).
+  uint32_t vector_bytes = 16;
+  /// Device-to-device copies as a compute kernel where source and destination agree mod 4
+  /// (false: every copy is vkCmdCopyBuffer, the transfer engine).
+  bool copy_kernel = true;
+};
+
+/// Applies `config` to the vulkan backend (backend::vulkan_backend()); devices opened after
+/// the call use it. Throws std::invalid_argument for a value out of range (the core's options
+/// check them first), and then changes nothing. A no-op where the backend is not built.
+void configure(const VulkanConfig& config);
+
+}  // namespace mpsrt::vk
