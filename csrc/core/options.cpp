@@ -160,8 +160,9 @@ const Entry kTable[] = {
      },
      [](const Options& o) { return std::to_string(o.vulkan_workgroup); }},
     {"MPSRT_VULKAN_GROUPS_PER_SM", "", "0",
-     "vulkan kernels: workgroups per SM / CU a dispatch launches at most (1 to 1024); 0 fills "
-     "the device once (its threads per SM / the workgroup size).",
+     "vulkan kernels: workgroups per SM / CU a dispatch launches at most (1 to 1024; the "
+     "dispatch's cap where the device tells no SM count); 0 fills the device once (its threads "
+     "per SM / the workgroup size; 2^20 invocations where the SM count is unknown).",
      [](const char* var, const std::string& t, Options& o) {
        o.vulkan_groups_per_sm =
            static_cast<uint32_t>(parse_uint(var, t, 0, 1024, "an integer from 0 to 1024"));

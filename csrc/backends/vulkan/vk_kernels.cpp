@@ -161,10 +161,16 @@ void DeviceShared::create_kernels() {
   copy4_pipeline = make_pipeline(*this, copy_module, copy_layout, copy4_spec, 3);
 }
 
+// llvmpipe (lavapipe) ends any shader loop after 65535 iterations: a dispatch has enough
+// workgroups that no invocation's grid-stride loop runs longer (on a GPU this floor is far
+// below max_groups: a 1 GiB window of 16-byte vectors needs 2 groups of 256 x 2).
+constexpr uint64_t kMaxLoopSteps = 65535;
+
 uint32_t DeviceShared::groups(uint64_t items) const noexcept {
   const uint64_t per_group = uint64_t(workgroup) * unroll;
-  return static_cast<uint32_t>(
-      std::clamp<uint64_t>((items + per_group - 1) / per_group, 1, max_groups));
+  const uint64_t all = (items + per_group - 1) / per_group;
+  const uint64_t floor = (items + per_group * kMaxLoopSteps - 1) / (per_group * kMaxLoopSteps);
+  return static_cast<uint32_t>(std::max<uint64_t>({std::min<uint64_t>(all, max_groups), floor, 1}));
 }
 
 VkPipeline DeviceShared::random_pipeline(const backend::RandomParams& p) {

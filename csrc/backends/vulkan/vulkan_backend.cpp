@@ -588,6 +588,8 @@ void size_kernels(DeviceShared& d, const VulkanConfig& cfg, const Shape& s) {
     const uint32_t per_sm =
         cfg.groups_per_sm != 0 ? cfg.groups_per_sm : std::max<uint32_t>(1, s.threads_per_sm / wg);
     groups = uint64_t(s.sms) * per_sm;
+  } else if (cfg.groups_per_sm != 0) {
+    groups = cfg.groups_per_sm;  // the SM count unknown: counted as one
   } else {
     groups = (uint64_t(1) << 20) / wg;  // 2^20 invocations: more than any GPU holds at once
   }

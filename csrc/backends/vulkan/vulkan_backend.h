@@ -13,8 +13,9 @@ struct VulkanConfig {
   /// multiple of its subgroup size, within its limits).
   uint32_t workgroup = 0;
   /// Workgroups per SM / CU that one dispatch launches at most; 0: by the device (as many as
-  /// its SMs hold at once). Used where the device tells its SM count (VK_NV_shader_sm_builtins,
-  /// VK_AMD_shader_core_properties); elsewhere a dispatch has at most 2^20 invocations.
+  /// its SMs hold at once). The SM count comes from VK_NV_shader_sm_builtins or
+  /// VK_AMD_shader_core_properties; where the device tells none it counts as one (this is then
+  /// the cap itself), and 0 means at most 2^20 invocations per dispatch.
   uint32_t groups_per_sm = 0;
   /// Vectors (fill, copy) or Philox blocks (random) an invocation handles per step of its
   /// grid-stride loop: 1, 2, 4 or 8.
