@@ -223,6 +223,10 @@ uvec2 from_float(float v) {
 // IntRange's element: low + x (two's complement) as the dtype's value. Integers: its low
 // bytes; bool: != 0; floats: the integer's exact value (the core keeps |low + x| <= 2^digits).
 uvec2 int_value(uint64_t x) {
+  // Integers of at most 32 bits: the low word of the sum (the same bits, without 64-bit adds).
+  if (ES <= 4u && DTYPE != kBool && DTYPE != kF16 && DTYPE != kBF16 && DTYPE != kF32) {
+    return uvec2(pc.low.x + uint(x), 0u);
+  }
   const uint64_t v = uint64_t(pc.low.x) + (uint64_t(pc.low.y) << 32) + x;
   if (DTYPE == kBool) return uvec2(v != uint64_t(0) ? 1u : 0u, 0u);
   if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(int64_t(v)));
@@ -262,8 +266,8 @@ uvec2 element(uvec4 w, uint i) {
     return int_value(pc.range.y != 0u ? uint64_t(w[i]) : uint64_t(w[i] % pc.range.x));
   }
   // Bernoulli
-  const uint64_t t = uint64_t(pc.thresh.x) | (uint64_t(pc.thresh.y) << 32);
-  const bool hit = uint64_t(w[i]) < t;
+  // w < threshold (at most 2^32): any word when the high word is set.
+  const bool hit = pc.thresh.y != 0u || w[i] < pc.thresh.x;
   if (!hit) return uvec2(0u);
   if (DTYPE == kF16) return uvec2(0x3c00u, 0u);
   if (DTYPE == kBF16) return uvec2(0x3f80u, 0u);
