@@ -64,6 +64,11 @@ def test_values_in_force(runtime_env) -> None:
         ("MPSRT_CPU_SPIN_US", "", r"MPSRT_CPU_SPIN_US=''"),
         ("MPSRT_CPU_ISA", "sse9", r"MPSRT_CPU_ISA='sse9'.*auto, avx512, avx2, scalar"),
         ("MPSRT_BACKEND", "nope", r"MPSRT_BACKEND='nope'.*one of cpu, vulkan, metal"),
+        ("MPSRT_VULKAN_WORKGROUP", "100", r"MPSRT_VULKAN_WORKGROUP='100'.*power of two"),
+        ("MPSRT_VULKAN_GROUPS_PER_SM", "-1", r"MPSRT_VULKAN_GROUPS_PER_SM='-1'"),
+        ("MPSRT_VULKAN_UNROLL", "3", r"MPSRT_VULKAN_UNROLL='3'.*1, 2, 4 or 8"),
+        ("MPSRT_VULKAN_VECTOR", "8", r"MPSRT_VULKAN_VECTOR='8'.*16 or 4"),
+        ("MPSRT_VULKAN_COPY", "fast", r"MPSRT_VULKAN_COPY='fast'.*kernel or dma"),
     ],
 )
 def test_bad_value_is_a_clear_error_and_recoverable(
