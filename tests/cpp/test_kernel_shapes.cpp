@@ -363,6 +363,40 @@ TEST_P(KernelShapes, RandomFillsAtEveryPhaseEqualTheReference) {
   }
 }
 
+// Ranges longer than one storage-buffer window (128 MiB on lavapipe) at phases that make the
+// windows' neighbouring dispatches share partial words.
+TEST_P(KernelShapes, RangesAcrossWindowsAtOddPhases) {
+  if (is_vulkan() && GetParam().name != "vulkan_default") GTEST_SKIP() << "the default only";
+  const size_t n = 300 * kMiB;
+  std::unique_ptr<mb::Heap> h = heap(2 * n + 4096, kGuard);
+  ASSERT_NE(h, nullptr);
+  uint8_t* p = bytes(*h);
+  std::vector<uint8_t> ref(p, p + h->size());
+  RandomParams f16;  // 2-byte elements at 2 mod 4: every block straddles two words
+  f16.count = 70 * kMiB + 3;
+  f16.seed = 3;
+  f16.offset = 11;
+  f16.op = RandomOp::Uniform;
+  f16.dtype = RandomDType::F16;
+  RandomParams u8;  // 1-byte elements at 1 mod 4
+  u8.count = 140 * kMiB + 1;
+  u8.seed = 4;
+  u8.op = RandomOp::IntRange;
+  u8.dtype = RandomDType::U8;
+  u8.range = 256;
+  const size_t f16_at = 4096 + 2, u8_at = f16_at + f16.count * 2 + 4096 + 1;
+  const size_t copy_src = 16 + 3, copy_dst = n + 4096 + 7, copy_n = 290 * kMiB + 5;
+  std::unique_ptr<mb::CommandBuffer> cb = queue_->create_command_buffer();
+  cb->random({h.get(), f16_at}, f16);
+  cb->random({h.get(), u8_at}, u8);
+  cb->copy({h.get(), copy_src}, {h.get(), copy_dst}, copy_n);  // agree mod 4, not mod 16
+  run(std::move(cb));
+  mpsrt::cpu::random_scalar(ref.data() + f16_at, f16, 0, f16.count);
+  mpsrt::cpu::random_scalar(ref.data() + u8_at, u8, 0, u8.count);
+  std::memmove(ref.data() + copy_dst, ref.data() + copy_src, copy_n);
+  EXPECT_TRUE(bytes_equal(p, ref.data(), ref.size()));
+}
+
 // A heap past 4 GiB: fills, copies and a random fill over ranges that cross 2^32 bytes and,
 // on vulkan (lavapipe: maxBufferSize 4 GiB - 1), the boundaries of the heap's VkBuffers.
 // Only the ranges used are touched, so the resident memory stays about 1 GiB.

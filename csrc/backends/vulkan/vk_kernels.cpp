@@ -280,17 +280,18 @@ void Recorder::copy_region(const Allocation& src, VkDeviceSize src_off, const Al
   const bool vec16 = lanes == 0 && d.vector >= 16;
   d.fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE,
                          vec16 ? d.copy16_pipeline : d.copy4_pipeline);
-  // Each window holds its chunk: offset within the window < window_align, chunk <= the rest.
-  const VkDeviceSize chunk = d.window_bytes - d.window_align;
-  for (VkDeviceSize at = 0; at < n; at += chunk) {
-    const VkDeviceSize len = std::min(chunk, n - at);
+  // Each step copies as much as both windows hold (at least window_bytes - window_align).
+  for (VkDeviceSize at = 0; at < n;) {
     const Window w[2] = {window_at(d, src, src_off + at), window_at(d, dst, dst_off + at)};
+    const VkDeviceSize len = std::min(
+        {n - at, w[0].base + w[0].range - (src_off + at), w[1].base + w[1].range - (dst_off + at)});
     const CopyPush pc{static_cast<uint32_t>(src_off + at - w[0].base),
                       static_cast<uint32_t>(dst_off + at - w[1].base), static_cast<uint32_t>(len)};
-    if (at > 0) barrier();  // chunks of one copy may share a partial word
+    if (at > 0) barrier();  // steps of one copy may share a partial word
     push_windows(*this, d.copy_layout, w, 2);
     d.fn.vkCmdPushConstants(cb, d.copy_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
     d.fn.vkCmdDispatch(cb, d.groups(wide_items(pc.dst, pc.dst + pc.n, vec16)), 1, 1);
+    at += len;
   }
 }
 
@@ -304,17 +305,28 @@ void Recorder::random(const Allocation& a, VkDeviceSize offset,
   const uint64_t es = backend::random_element_size(p.dtype);
   const uint64_t epb = 4 / backend::random_words_per_element(p);
   const bool direct = offset % es == 0;
-  // Elements per dispatch: whole blocks, with room for the window's alignment slack.
-  const VkDeviceSize span =
-      direct ? d.window_bytes - d.window_align : std::min(d.window_bytes, scratch.size);
-  const uint64_t chunk = std::max<uint64_t>(span / es / epb, 1) * epb;
+  // Elements per dispatch through the scratch buffer: whole blocks.
+  const uint64_t scratch_chunk =
+      std::max<uint64_t>(std::min(d.window_bytes, scratch.size) / es / epb, 1) * epb;
 
   RandomPush pc{};
   backend::pack_random_args(p, pc, [](double v) { return v; });
 
   d.fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.random_pipeline(p));
-  for (uint64_t c0 = 0; c0 < p.count; c0 += chunk) {
-    const uint64_t c1 = std::min(p.count, c0 + chunk);
+  for (uint64_t c0 = 0, c1 = 0; c0 < p.count; c0 = c1) {
+    Window w{scratch.buffer, 0, 0, std::min(d.window_bytes, scratch.size)};
+    pc.dst_off = 0;
+    if (direct) {
+      // As many whole blocks as the window from this chunk's first element holds (at least
+      // window_bytes - window_align bytes), or every element left.
+      const VkDeviceSize origin = offset + c0 * es;
+      w = window_at(d, a, origin);
+      pc.dst_off = static_cast<uint32_t>(origin - w.base);
+      const uint64_t fit = (w.base + w.range - origin) / es;
+      c1 = fit >= p.count - c0 ? p.count : c0 + fit / epb * epb;
+    } else {
+      c1 = std::min(p.count, c0 + scratch_chunk);
+    }
     const uint64_t k0 = c0 / epb;  // c0 is a multiple of epb
     const uint64_t blk = p.offset + k0;
     pc.block0[0] = static_cast<uint32_t>(blk);
@@ -322,14 +334,6 @@ void Recorder::random(const Allocation& a, VkDeviceSize offset,
     pc.nblocks = static_cast<uint32_t>((c1 - c0 + epb - 1) / epb);
     pc.e_lo = 0;
     pc.e_hi = static_cast<uint32_t>(c1 - c0);
-    Window w{scratch.buffer, 0, 0, std::min(d.window_bytes, scratch.size)};
-    if (direct) {
-      const VkDeviceSize origin = offset + c0 * es;
-      w = window_at(d, a, origin);
-      pc.dst_off = static_cast<uint32_t>(origin - w.base);
-    } else {
-      pc.dst_off = 0;
-    }
     if (c0 > 0) barrier();  // neighbouring chunks may share a partial word (or the scratch)
     push_windows(*this, d.random_layout, &w, 1);
     d.fn.vkCmdPushConstants(cb, d.random_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
