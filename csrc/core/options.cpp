@@ -179,6 +179,51 @@ const Entry kTable[] = {
                                     "an integer from 65536 to 1099511627776 (bytes)");
      },
      [](const Options& o) { return std::to_string(o.staging_bytes); }},
+    {"MPSRT_VULKAN_WORKGROUP", "", "0",
+     "vulkan kernels: invocations per workgroup, a power of two from 32 to 1024; 0 chooses by "
+     "the device (256 within its limits).",
+     [](const char* var, const std::string& t, Options& o) {
+       const uint64_t v = parse_uint(var, t, 0, 1024, "0 or a power of two from 32 to 1024");
+       if (v != 0 && (v < 32 || (v & (v - 1)) != 0)) {
+         bad_value(var, t, "0 or a power of two from 32 to 1024");
+       }
+       o.vulkan_workgroup = static_cast<uint32_t>(v);
+     },
+     [](const Options& o) { return std::to_string(o.vulkan_workgroup); }},
+    {"MPSRT_VULKAN_GROUPS_PER_SM", "", "0",
+     "vulkan kernels: workgroups per SM / CU a dispatch launches at most (1 to 1024; the "
+     "dispatch's cap where the device tells no SM count); 0 fills the device once (its threads "
+     "per SM / the workgroup size; 2^20 invocations where the SM count is unknown).",
+     [](const char* var, const std::string& t, Options& o) {
+       o.vulkan_groups_per_sm =
+           static_cast<uint32_t>(parse_uint(var, t, 0, 1024, "an integer from 0 to 1024"));
+     },
+     [](const Options& o) { return std::to_string(o.vulkan_groups_per_sm); }},
+    {"MPSRT_VULKAN_UNROLL", "", "2",
+     "vulkan kernels: vectors (fill, copy) or Philox blocks (random) per invocation and loop "
+     "step: 1, 2, 4 or 8.",
+     [](const char* var, const std::string& t, Options& o) {
+       const uint64_t v = parse_uint(var, t, 1, 8, "1, 2, 4 or 8");
+       if ((v & (v - 1)) != 0) bad_value(var, t, "1, 2, 4 or 8");
+       o.vulkan_unroll = static_cast<uint32_t>(v);
+     },
+     [](const Options& o) { return std::to_string(o.vulkan_unroll); }},
+    {"MPSRT_VULKAN_VECTOR", "", "16",
+     "vulkan kernels: the widest load / store in bytes, 16 (uvec4 where aligned) or 4 (32-bit "
+     "words).",
+     [](const char* var, const std::string& t, Options& o) {
+       if (t != "16" && t != "4") bad_value(var, t, "16 or 4");
+       o.vulkan_vector = t == "16" ? 16 : 4;
+     },
+     [](const Options& o) { return std::to_string(o.vulkan_vector); }},
+    {"MPSRT_VULKAN_COPY", "", "kernel",
+     "vulkan device-to-device copies: kernel (a compute shader where source and destination "
+     "agree mod 4, else vkCmdCopyBuffer) or dma (always vkCmdCopyBuffer).",
+     [](const char* var, const std::string& t, Options& o) {
+       if (t != "kernel" && t != "dma") bad_value(var, t, "kernel or dma");
+       o.vulkan_copy = t;
+     },
+     [](const Options& o) { return o.vulkan_copy; }},
 };
 
 }  // namespace

@@ -27,6 +27,11 @@ struct Options {
   bool vulkan_shared_queue = false;
   std::string vulkan_memory = "auto";    // "auto" or "discrete" (the vulkan memory model)
   uint64_t staging_bytes = 64ull << 20;  // bound of each device's host staging pool
+  uint32_t vulkan_workgroup = 0;         // 0: by the device
+  uint32_t vulkan_groups_per_sm = 0;  // 0: by the device
+  uint32_t vulkan_unroll = 2;
+  uint32_t vulkan_vector = 16;
+  std::string vulkan_copy = "kernel";  // "kernel" or "dma"
 };
 
 /// Reads a variable's value; nullptr when unset.

@@ -317,6 +317,11 @@ Runtime::Runtime(Options options) : options_(std::move(options)) {
     cfg.spin_ns = options_.vulkan_spin_us * 1000;
     cfg.shared_queue = options_.vulkan_shared_queue;
     cfg.force_discrete = options_.vulkan_memory == "discrete";
+    cfg.workgroup = options_.vulkan_workgroup;
+    cfg.groups_per_sm = options_.vulkan_groups_per_sm;
+    cfg.unroll = options_.vulkan_unroll;
+    cfg.vector_bytes = options_.vulkan_vector;
+    cfg.copy_kernel = options_.vulkan_copy == "kernel";
     vk::configure(cfg);
   }
   device_count_ = backend_->device_count();

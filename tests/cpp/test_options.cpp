@@ -41,12 +41,26 @@ std::string describe(const Env& env) {
   return s;
 }
 
-const std::vector<std::string> kNames = {
-    "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
-    "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
-    "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
-    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US",
-    "MPSRT_VULKAN_QUEUES",    "MPSRT_VULKAN_MEMORY",        "MPSRT_STAGING_BYTES"};
+const std::vector<std::string> kNames = {"MPSRT_BACKEND",
+                                         "MPSRT_HIGH_WATERMARK_RATIO",
+                                         "MPSRT_LOW_WATERMARK_RATIO",
+                                         "MPSRT_DEBUG_ALLOCATOR",
+                                         "MPSRT_CPU_DEVICES",
+                                         "MPSRT_TRACE_SIGNPOSTS",
+                                         "MPSRT_LOG_PROFILE_INFO",
+                                         "MPSRT_PROFILE_RECORDS",
+                                         "MPSRT_CPU_SPIN_US",
+                                         "MPSRT_CPU_ISA",
+                                         "MPSRT_CPU_THREADS",
+                                         "MPSRT_VULKAN_SPIN_US",
+                                         "MPSRT_VULKAN_QUEUES",
+                                         "MPSRT_VULKAN_MEMORY",
+                                         "MPSRT_STAGING_BYTES",
+                                         "MPSRT_VULKAN_WORKGROUP",
+                                         "MPSRT_VULKAN_GROUPS_PER_SM",
+                                         "MPSRT_VULKAN_UNROLL",
+                                         "MPSRT_VULKAN_VECTOR",
+                                         "MPSRT_VULKAN_COPY"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -66,6 +80,11 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.log_profile_info, 0u);
   EXPECT_EQ(o.cpu_spin_us, 50);
   EXPECT_EQ(o.cpu_isa, "auto");
+  EXPECT_EQ(o.vulkan_workgroup, 0u);
+  EXPECT_EQ(o.vulkan_groups_per_sm, 0u);
+  EXPECT_EQ(o.vulkan_unroll, 2u);
+  EXPECT_EQ(o.vulkan_vector, 16u);
+  EXPECT_EQ(o.vulkan_copy, "kernel");
 }
 
 TEST(Options, ReadsEveryVariableOfTheTableAndNothingElse) {
@@ -115,6 +134,19 @@ TEST(Options, EachVariableIsParsed) {
   EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "65536"}}).staging_bytes, 65536u);
   EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "0x100000"}}).staging_bytes, 1u << 20);
   EXPECT_EQ(parse({{"MPSRT_STAGING_BYTES", "1099511627776"}}).staging_bytes, uint64_t(1) << 40);
+  for (uint32_t wg : {0u, 32u, 64u, 128u, 256u, 512u, 1024u}) {
+    EXPECT_EQ(parse({{"MPSRT_VULKAN_WORKGROUP", std::to_string(wg)}}).vulkan_workgroup, wg);
+  }
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "0"}}).vulkan_groups_per_sm, 0u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "16"}}).vulkan_groups_per_sm, 16u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_GROUPS_PER_SM", "1024"}}).vulkan_groups_per_sm, 1024u);
+  for (uint32_t u : {1u, 2u, 4u, 8u}) {
+    EXPECT_EQ(parse({{"MPSRT_VULKAN_UNROLL", std::to_string(u)}}).vulkan_unroll, u);
+  }
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_VECTOR", "4"}}).vulkan_vector, 4u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_VECTOR", "16"}}).vulkan_vector, 16u);
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "dma"}}).vulkan_copy, "dma");
+  EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "kernel"}}).vulkan_copy, "kernel");
 }
 
 TEST(Options, PytorchAliasesAreAccepted) {
@@ -230,6 +262,22 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_STAGING_BYTES", "1099511627777"},
       {"MPSRT_STAGING_BYTES", "64M"},
       {"MPSRT_STAGING_BYTES", "-1"},
+      {"MPSRT_VULKAN_WORKGROUP", "16"},
+      {"MPSRT_VULKAN_WORKGROUP", "100"},
+      {"MPSRT_VULKAN_WORKGROUP", "2048"},
+      {"MPSRT_VULKAN_WORKGROUP", "-64"},
+      {"MPSRT_VULKAN_WORKGROUP", ""},
+      {"MPSRT_VULKAN_GROUPS_PER_SM", "1025"},
+      {"MPSRT_VULKAN_GROUPS_PER_SM", "x"},
+      {"MPSRT_VULKAN_UNROLL", "0"},
+      {"MPSRT_VULKAN_UNROLL", "3"},
+      {"MPSRT_VULKAN_UNROLL", "16"},
+      {"MPSRT_VULKAN_VECTOR", "8"},
+      {"MPSRT_VULKAN_VECTOR", "016"},
+      {"MPSRT_VULKAN_VECTOR", ""},
+      {"MPSRT_VULKAN_COPY", "DMA"},
+      {"MPSRT_VULKAN_COPY", "shader"},
+      {"MPSRT_VULKAN_COPY", ""},
   };
   for (const Bad& b : cases) {
     const Env env = {{b.var, b.value}};
@@ -311,7 +359,12 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_VULKAN_SPIN_US", "20"},
                                                        {"MPSRT_VULKAN_QUEUES", "stream"},
                                                        {"MPSRT_VULKAN_MEMORY", "auto"},
-                                                       {"MPSRT_STAGING_BYTES", "67108864"}};
+                                                       {"MPSRT_STAGING_BYTES", "67108864"},
+                                                       {"MPSRT_VULKAN_WORKGROUP", "0"},
+                                                       {"MPSRT_VULKAN_GROUPS_PER_SM", "0"},
+                                                       {"MPSRT_VULKAN_UNROLL", "2"},
+                                                       {"MPSRT_VULKAN_VECTOR", "16"},
+                                                       {"MPSRT_VULKAN_COPY", "kernel"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);
     auto alias = kAliases.find(i.name);
@@ -342,7 +395,12 @@ TEST(Options, DescribeShowsTheValuesInForce) {
                            {"MPSRT_CPU_SPIN_US", "0"},
                            {"MPSRT_CPU_ISA", "scalar"},
                            {"MPSRT_VULKAN_MEMORY", "discrete"},
-                           {"MPSRT_STAGING_BYTES", "1048576"}});
+                           {"MPSRT_STAGING_BYTES", "1048576"},
+                           {"MPSRT_VULKAN_WORKGROUP", "128"},
+                           {"MPSRT_VULKAN_GROUPS_PER_SM", "4"},
+                           {"MPSRT_VULKAN_UNROLL", "8"},
+                           {"MPSRT_VULKAN_VECTOR", "4"},
+                           {"MPSRT_VULKAN_COPY", "dma"}});
   std::map<std::string, std::string> values;
   for (const mpsrt::OptionInfo& i : mpsrt::detail::describe_options(o)) values[i.name] = i.value;
   EXPECT_EQ(values.at("MPSRT_BACKEND"), "cpu");
@@ -356,6 +414,11 @@ TEST(Options, DescribeShowsTheValuesInForce) {
   EXPECT_EQ(values.at("MPSRT_CPU_ISA"), "scalar");
   EXPECT_EQ(values.at("MPSRT_VULKAN_MEMORY"), "discrete");
   EXPECT_EQ(values.at("MPSRT_STAGING_BYTES"), "1048576");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_WORKGROUP"), "128");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_GROUPS_PER_SM"), "4");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_UNROLL"), "8");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_VECTOR"), "4");
+  EXPECT_EQ(values.at("MPSRT_VULKAN_COPY"), "dma");
 }
 
 }  // namespace

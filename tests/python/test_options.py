@@ -67,6 +67,11 @@ def test_values_in_force(runtime_env) -> None:
         ("MPSRT_VULKAN_MEMORY", "unified", r"MPSRT_VULKAN_MEMORY='unified'.*auto or discrete"),
         ("MPSRT_STAGING_BYTES", "4096", r"MPSRT_STAGING_BYTES='4096'.*from 65536 to"),
         ("MPSRT_STAGING_BYTES", "64MiB", r"MPSRT_STAGING_BYTES='64MiB'.*\(bytes\)"),
+        ("MPSRT_VULKAN_WORKGROUP", "100", r"MPSRT_VULKAN_WORKGROUP='100'.*power of two"),
+        ("MPSRT_VULKAN_GROUPS_PER_SM", "-1", r"MPSRT_VULKAN_GROUPS_PER_SM='-1'"),
+        ("MPSRT_VULKAN_UNROLL", "3", r"MPSRT_VULKAN_UNROLL='3'.*1, 2, 4 or 8"),
+        ("MPSRT_VULKAN_VECTOR", "8", r"MPSRT_VULKAN_VECTOR='8'.*16 or 4"),
+        ("MPSRT_VULKAN_COPY", "fast", r"MPSRT_VULKAN_COPY='fast'.*kernel or dma"),
     ],
 )
 def test_bad_value_is_a_clear_error_and_recoverable(

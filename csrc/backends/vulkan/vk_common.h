@@ -8,6 +8,7 @@
 
 #include <volk.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -53,6 +54,11 @@ struct FillPush {
   uint32_t first, end, pat[2];
 };
 
+/// Push constants of copy.comp.
+struct CopyPush {
+  uint32_t src, dst, n;
+};
+
 /// What the device, its heaps, queues and events share. Owned through shared_ptr so that the
 /// VkDevice is destroyed only after the last object that uses it.
 struct DeviceShared {
@@ -85,6 +91,18 @@ struct DeviceShared {
   uint64_t heap_limit = 0;           // largest heap create_heap accepts (the memory heap's size)
   VkDeviceSize window_align = 16;    // storage-buffer offset alignment, at least 16
   VkDeviceSize window_bytes = 0;     // bytes a storage-buffer window spans (a multiple of 16)
+  // A heap larger than buffer_span bytes (the largest VkBuffer the device makes) has several
+  // VkBuffers over its one VkDeviceMemory, one every buffer_stride bytes, each buffer_span long
+  // (the last one to the heap's end): they overlap by buffer_span - buffer_stride >=
+  // window_bytes, so every window and copy region of at most window_bytes lies inside one.
+  VkDeviceSize buffer_span = 0;
+  VkDeviceSize buffer_stride = 0;
+  // Kernel sizing (VulkanConfig and the device's properties).
+  uint32_t workgroup = 256;    // invocations per workgroup (local_size_x of every kernel)
+  uint32_t max_groups = 4096;  // workgroups per dispatch at most (the grid-stride loops cover more)
+  uint32_t unroll = 2;         // vectors / Philox blocks per invocation and loop step
+  uint32_t vector = 16;        // widest access in bytes: 16 or 4
+  bool copy_kernel = true;     // device-to-device copies as copy.comp where alignment allows
   uint64_t timestamp_mask = ~uint64_t(0);
   double timestamp_period = 1.0;
   int64_t host_offset_ns = 0;  // device time + this = host steady clock
@@ -93,12 +111,17 @@ struct DeviceShared {
   std::atomic<uint64_t> held{0};
 
   // Kernels (vk_kernels.cpp).
-  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;       // one storage buffer
+  VkDescriptorSetLayout copy_set_layout = VK_NULL_HANDLE;  // two: source, destination
   VkPipelineLayout fill_layout = VK_NULL_HANDLE;
+  VkPipelineLayout copy_layout = VK_NULL_HANDLE;
   VkPipelineLayout random_layout = VK_NULL_HANDLE;
   VkShaderModule fill_module = VK_NULL_HANDLE;
+  VkShaderModule copy_module = VK_NULL_HANDLE;
   VkShaderModule random_module = VK_NULL_HANDLE;
   VkPipeline fill_pipeline = VK_NULL_HANDLE;
+  VkPipeline copy16_pipeline = VK_NULL_HANDLE;  // source and destination agree mod 16
+  VkPipeline copy4_pipeline = VK_NULL_HANDLE;   // mod 4
   std::mutex pipelines_mu;
   std::map<uint32_t, VkPipeline> random_pipelines;
 
@@ -107,8 +130,11 @@ struct DeviceShared {
   DeviceShared& operator=(const DeviceShared&) = delete;
   ~DeviceShared();
 
-  /// Builds the fill pipeline and the layouts (at device open).
+  /// Builds the fill and copy pipelines and the layouts (at device open).
   void create_kernels();
+  /// Workgroups for a dispatch of `items` work items (each invocation takes `unroll` per step
+  /// of its grid-stride loop): enough to cover them, at most max_groups, at least 1.
+  uint32_t groups(uint64_t items) const noexcept;
   /// The random pipeline for p's op and dtype, built on first use and cached.
   VkPipeline random_pipeline(const backend::RandomParams& p);
   /// Device time (ns) of the host steady clock now.
@@ -147,16 +173,31 @@ class Semaphore final : public backend::TimelineEvent {
   std::mutex mu_;  // host signals
 };
 
-/// A VkDeviceMemory with one VkBuffer over all of it, mapped persistently where host-visible
-/// (unified heaps and staging heaps; discrete heaps are not mapped).
+/// A VkDeviceMemory with VkBuffers over all of it (one unless it is larger than
+/// DeviceShared::buffer_span), mapped persistently where host-visible (unified heaps and
+/// staging heaps; discrete heaps are not mapped).
 struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkBuffer buffer = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;  // bytes [0, min(size, buffer_span))
+  std::vector<VkBuffer> more;        // more[i]: bytes [(i + 1) stride, + buffer_span) or to the end
+  VkDeviceSize stride = 0;           // buffer_stride where `more` is not empty
   void* mapped = nullptr;
   uint64_t address = 0;  // device address of byte 0 of a heap that is not mapped
   VkDeviceSize size = 0;
   bool imported = false;  // `mapped` is our own mmap()ed range imported into Vulkan
-  bool staging = false;
+  bool staging = false;   // host memory for transfers (copies to and from it are vkCmdCopyBuffer)
+
+  /// The VkBuffer that holds the bytes [offset, offset + n) for any n <= window_bytes (within
+  /// the allocation); *first is the allocation's offset of that buffer's byte 0.
+  VkBuffer locate(VkDeviceSize offset, VkDeviceSize* first) const noexcept {
+    if (more.empty()) {
+      *first = 0;
+      return buffer;
+    }
+    const VkDeviceSize i = std::min<VkDeviceSize>(offset / stride, more.size());
+    *first = i * stride;
+    return i == 0 ? buffer : more[i - 1];
+  }
 };
 /// Allocates `size` bytes (already rounded) of heap memory, as the device's memory model has
 /// it (DeviceShared::discrete); false when the driver is out of memory.
@@ -175,7 +216,8 @@ class VkHeap final : public backend::Heap {
   uint64_t address() const noexcept override {
     return a_.mapped != nullptr ? reinterpret_cast<uint64_t>(a_.mapped) : a_.address;
   }
-  VkBuffer buffer() const noexcept { return a_.buffer; }
+  const Allocation& allocation() const noexcept { return a_; }
+  /// Host memory for transfers: copies to and from it are vkCmdCopyBuffer, never copy.comp.
   bool staging() const noexcept { return a_.staging; }
 
  private:
@@ -183,21 +225,25 @@ class VkHeap final : public backend::Heap {
   Allocation a_;
 };
 
-/// Records kernels into a command buffer (vk_kernels.cpp). `scratch` is a buffer of
-/// scratch_bytes the recorder may use (overlapping copies, unaligned random fills).
+/// Records kernels into a command buffer (vk_kernels.cpp). `scratch` is a buffer (of at least
+/// 64 KiB, a multiple of 16 bytes, one VkBuffer) the recorder may use (overlapping copies,
+/// unaligned random fills).
 struct Recorder {
   DeviceShared& d;
   VkCommandBuffer cb;
-  VkBuffer scratch;
-  VkDeviceSize scratch_bytes;
+  const Allocation& scratch;
   /// Makes every earlier transfer / compute write visible to later commands.
   void barrier() const;
-  void fill(VkBuffer buf, VkDeviceSize buf_size, VkDeviceSize offset, VkDeviceSize n,
-            uint64_t pattern8) const;
-  void copy(VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
-            VkDeviceSize n) const;
-  void random(VkBuffer buf, VkDeviceSize buf_size, VkDeviceSize offset,
-              const backend::RandomParams& p) const;
+  void fill(const Allocation& a, VkDeviceSize offset, VkDeviceSize n, uint64_t pattern8) const;
+  /// Copies n bytes; the ranges may overlap. `dma`: with vkCmdCopyBuffer (a side is staging
+  /// memory), else with copy.comp where the offsets agree mod 4 and the setting allows.
+  void copy(const Allocation& src, VkDeviceSize src_off, const Allocation& dst,
+            VkDeviceSize dst_off, VkDeviceSize n, bool dma) const;
+  void random(const Allocation& a, VkDeviceSize offset, const backend::RandomParams& p) const;
+
+ private:
+  void copy_region(const Allocation& src, VkDeviceSize src_off, const Allocation& dst,
+                   VkDeviceSize dst_off, VkDeviceSize n, bool dma) const;
 };
 
 /// True when the kernels implement op with this output dtype (mpsrt::random_supported()).

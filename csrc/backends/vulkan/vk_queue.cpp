@@ -439,18 +439,20 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
          c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n) ||
         (c.kind == Cmd::kRandom && c.dst_off % backend::random_element_size(c.random->dtype) != 0);
     if (needs_scratch) ensure_scratch();
-    Recorder r{*d_, s.cb, scratch_.buffer, scratch_.size};
+    Recorder r{*d_, s.cb, scratch_};
     // A command that uses the scratch buffer waits for every earlier one (they may too).
     if (hazard(s, c) || needs_scratch) r.barrier();
     switch (c.kind) {
       case Cmd::kFill:
-        if (c.n > 0) r.fill(c.dst->buffer(), c.dst->size(), c.dst_off, c.n, c.value);
+        if (c.n > 0) r.fill(c.dst->allocation(), c.dst_off, c.n, c.value);
         break;
       case Cmd::kCopy:
-        r.copy(c.src->buffer(), c.src_off, c.dst->buffer(), c.dst_off, c.n);
+        // Staging (host) memory is read and written by the transfer path, not by kernels.
+        r.copy(c.src->allocation(), c.src_off, c.dst->allocation(), c.dst_off, c.n,
+               c.src->staging() || c.dst->staging());
         break;
       case Cmd::kRandom:
-        r.random(c.dst->buffer(), c.dst->size(), c.dst_off, *c.random);
+        r.random(c.dst->allocation(), c.dst_off, *c.random);
         break;
       default:
         break;

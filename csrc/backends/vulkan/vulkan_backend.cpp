@@ -1,8 +1,10 @@
 // The vulkan backend: any Vulkan 1.2 device with a compute queue.
 //
-//   Heap          - a VkDeviceMemory with one VkBuffer over all of it: on unified memory of a
-//                   host-visible, host-coherent type, mapped persistently; on discrete memory
-//                   of a device-local type, never mapped (staging heaps: host-visible memory)
+//   Heap          - a VkDeviceMemory with VkBuffers over all of it (one, or overlapping ones
+//                   where it is larger than the device's largest VkBuffer): on unified memory
+//                   of a host-visible, host-coherent type, mapped persistently; on discrete
+//                   memory of a device-local type, never mapped (staging heaps: host-visible
+//                   memory)
 //   Queue         - a VkQueue of the device (shared under a mutex when there are fewer VkQueues
 //                   than streams), fed by a submit thread and drained by a completion thread
 //                   (vk_queue.cpp)
@@ -25,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_info.h"
 #include "backends/vulkan/vk_common.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "mpsrt/error.h"
@@ -79,12 +82,18 @@ DeviceShared::~DeviceShared() {
   if (device == VK_NULL_HANDLE) return;
   fn.vkDeviceWaitIdle(device);
   for (auto& kv : random_pipelines) fn.vkDestroyPipeline(device, kv.second, nullptr);
-  if (fill_pipeline) fn.vkDestroyPipeline(device, fill_pipeline, nullptr);
-  if (fill_module) fn.vkDestroyShaderModule(device, fill_module, nullptr);
-  if (random_module) fn.vkDestroyShaderModule(device, random_module, nullptr);
-  if (fill_layout) fn.vkDestroyPipelineLayout(device, fill_layout, nullptr);
-  if (random_layout) fn.vkDestroyPipelineLayout(device, random_layout, nullptr);
-  if (set_layout) fn.vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
+  for (VkPipeline p : {fill_pipeline, copy16_pipeline, copy4_pipeline}) {
+    if (p) fn.vkDestroyPipeline(device, p, nullptr);
+  }
+  for (VkShaderModule m : {fill_module, copy_module, random_module}) {
+    if (m) fn.vkDestroyShaderModule(device, m, nullptr);
+  }
+  for (VkPipelineLayout l : {fill_layout, copy_layout, random_layout}) {
+    if (l) fn.vkDestroyPipelineLayout(device, l, nullptr);
+  }
+  for (VkDescriptorSetLayout l : {set_layout, copy_set_layout}) {
+    if (l) fn.vkDestroyDescriptorSetLayout(device, l, nullptr);
+  }
   fn.vkDestroyDevice(device, nullptr);
 }
 
@@ -122,15 +131,74 @@ bool import_pages(DeviceShared& d, VkDeviceSize size, Allocation& a) {
 
 namespace {
 
+bool out_of_memory(VkResult r) {
+  return r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
+}
+
+void destroy_buffers(DeviceShared& d, Allocation& a) noexcept {
+  if (a.buffer) d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  for (VkBuffer b : a.more) d.fn.vkDestroyBuffer(d.device, b, nullptr);
+  a.buffer = VK_NULL_HANDLE;
+  a.more.clear();
+}
+
+// The offset of VkBuffer i of an allocation (0: a.buffer, i: a.more[i - 1]).
+VkDeviceSize buffer_offset(const Allocation& a, size_t i) {
+  return static_cast<VkDeviceSize>(i) * a.stride;
+}
+
 // What an allocation is for: a heap of the device's memory model, or staging memory.
 struct MemoryKind {
   uint32_t type;  // memory type index
   bool map;       // host-visible: mapped for the allocation's life
   bool staging;
+  bool address;  // the buffers get device addresses (bufferDeviceAddress)
 };
+
+// Creates the VkBuffers of `a` (a.size bytes): one over all of it, or where it is larger than
+// buffer_span one of buffer_span bytes every buffer_stride bytes, the last one to the end.
+// Returns the result of the first failure (none left then); *need is the memory they need.
+VkResult create_buffers(DeviceShared& d, Allocation& a, const MemoryKind& kind,
+                        VkDeviceSize* need) {
+  auto ext =
+      make<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
+  ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  if (a.imported) bi.pNext = &ext;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (kind.address) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  a.stride = a.size > d.buffer_span ? d.buffer_stride : 0;
+  *need = 0;
+  for (size_t i = 0;; ++i) {
+    const VkDeviceSize at = buffer_offset(a, i);
+    bi.size = std::min(a.size - at, d.buffer_span);
+    VkBuffer b = VK_NULL_HANDLE;
+    const VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &b);
+    if (r != VK_SUCCESS) {
+      destroy_buffers(d, a);
+      return r;
+    }
+    if (i == 0) {
+      a.buffer = b;
+    } else {
+      a.more.push_back(b);
+    }
+    VkMemoryRequirements req;
+    d.fn.vkGetBufferMemoryRequirements(d.device, b, &req);
+    if ((req.memoryTypeBits & (1u << kind.type)) == 0 || at % req.alignment != 0) {
+      destroy_buffers(d, a);
+      return VK_ERROR_OUT_OF_DEVICE_MEMORY;  // not in this memory type: out of memory for us
+    }
+    *need = std::max(*need, at + req.size);
+    if (at + bi.size == a.size) return VK_SUCCESS;
+  }
+}
 
 bool allocate_as(DeviceShared& d, VkDeviceSize size, const MemoryKind& kind, Allocation* out) {
   Allocation a;
+  a.size = size;
   a.staging = kind.staging;
   // Imported pages: unified heaps only (staging memory is needed on discrete memory only).
   if (kind.map && !kind.staging && d.import_host && size % d.import_align == 0) {
@@ -138,35 +206,20 @@ bool allocate_as(DeviceShared& d, VkDeviceSize size, const MemoryKind& kind, All
     if (a.mapped == nullptr) return false;
     a.imported = true;
   }
-  // Discrete heaps get a device address, the Buffers' unique addresses.
-  const bool bda = !kind.map && d.device_address;
-  auto ext =
-      make<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
-  ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
-  auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
-  if (a.imported) bi.pNext = &ext;
-  bi.size = size;
-  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  if (bda) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VkResult r = d.fn.vkCreateBuffer(d.device, &bi, nullptr, &a.buffer);
-  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
-    if (a.imported) munmap(a.mapped, size);
-    return false;
+  VkDeviceSize need = 0;
+  VkResult r = create_buffers(d, a, kind, &need);
+  if (r == VK_SUCCESS && (need > d.heap_limit || (a.imported && need > size))) {
+    destroy_buffers(d, a);
+    r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
   }
-  check(r, "vkCreateBuffer");
-  VkMemoryRequirements req;
-  d.fn.vkGetBufferMemoryRequirements(d.device, a.buffer, &req);
-  if ((req.memoryTypeBits & (1u << kind.type)) == 0 || req.size > d.heap_limit ||
-      (a.imported && req.size > size)) {
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  if (r != VK_SUCCESS) {
     if (a.imported) munmap(a.mapped, size);
-    return false;
+    if (out_of_memory(r)) return false;
+    fail("vkCreateBuffer", r);
   }
   if (a.imported && !import_pages(d, size, a)) {
     // Not importable after all: from now on heaps come from the driver.
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    destroy_buffers(d, a);
     munmap(a.mapped, size);
     d.import_host = false;
     return allocate_as(d, size, kind, out);
@@ -175,31 +228,33 @@ bool allocate_as(DeviceShared& d, VkDeviceSize size, const MemoryKind& kind, All
     auto flags = make<VkMemoryAllocateFlagsInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO);
     flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
-    if (bda) ai.pNext = &flags;
-    ai.allocationSize = req.size;
+    if (kind.address) ai.pNext = &flags;
+    ai.allocationSize = need;
     ai.memoryTypeIndex = kind.type;
     r = d.fn.vkAllocateMemory(d.device, &ai, nullptr, &a.memory);
     if (r != VK_SUCCESS) {
-      d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
-      if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return false;
+      destroy_buffers(d, a);
+      if (out_of_memory(r)) return false;
       fail("vkAllocateMemory", r);
     }
   }
-  r = d.fn.vkBindBufferMemory(d.device, a.buffer, a.memory, 0);
+  for (size_t i = 0; i <= a.more.size() && r == VK_SUCCESS; ++i) {
+    r = d.fn.vkBindBufferMemory(d.device, i == 0 ? a.buffer : a.more[i - 1], a.memory,
+                                buffer_offset(a, i));
+  }
   if (r == VK_SUCCESS && kind.map && !a.imported) {
     r = d.fn.vkMapMemory(d.device, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped);
   }
   if (r != VK_SUCCESS) {
-    d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+    destroy_buffers(d, a);
     d.fn.vkFreeMemory(d.device, a.memory, nullptr);
     if (a.imported) munmap(a.mapped, size);
-    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
-        r == VK_ERROR_MEMORY_MAP_FAILED)
-      return false;
+    if (out_of_memory(r) || r == VK_ERROR_MEMORY_MAP_FAILED) return false;
     fail("vkBindBufferMemory / vkMapMemory", r);
   }
   if (!kind.map) {
-    if (bda) {
+    if (kind.address) {
+      // The first VkBuffer starts at the memory's byte 0: its address is the heap's.
       auto info = make<VkBufferDeviceAddressInfo>(VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO);
       info.buffer = a.buffer;
       a.address = d.fn.vkGetBufferDeviceAddress(d.device, &info);
@@ -210,24 +265,25 @@ bool allocate_as(DeviceShared& d, VkDeviceSize size, const MemoryKind& kind, All
       a.address = d.next_synthetic_address.fetch_add(span, std::memory_order_relaxed);
     }
   }
-  a.size = size;
-  *out = a;
+  *out = std::move(a);
   return true;
 }
 
 }  // namespace
 
 bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out) {
-  return allocate_as(d, size, MemoryKind{d.memory_type, !d.discrete, false}, out);
+  // Discrete heaps get device addresses, the Buffers' unique addresses.
+  const bool address = d.discrete && d.device_address;
+  return allocate_as(d, size, MemoryKind{d.memory_type, !d.discrete, false, address}, out);
 }
 
 bool allocate_staging(DeviceShared& d, VkDeviceSize size, Allocation* out) {
-  return allocate_as(d, size, MemoryKind{d.staging_type, true, true}, out);
+  return allocate_as(d, size, MemoryKind{d.staging_type, true, true, false}, out);
 }
 
 void release(DeviceShared& d, Allocation& a) noexcept {
   if (a.memory == VK_NULL_HANDLE) return;
-  d.fn.vkDestroyBuffer(d.device, a.buffer, nullptr);
+  destroy_buffers(d, a);
   d.fn.vkFreeMemory(d.device, a.memory, nullptr);  // unmaps implicitly
   if (a.imported) munmap(a.mapped, a.size);        // our pages go back to the system now
   a = Allocation{};
@@ -360,8 +416,11 @@ struct Candidate {
   uint32_t staging_type = 0;    // host-visible, coherent (cached, not device-local preferred)
   bool device_address = false;  // bufferDeviceAddress
   bool memory_budget = false;
-  bool calibrated = false;   // VK_EXT_calibrated_timestamps
-  bool import_host = false;  // VK_EXT_external_memory_host on a device whose memory is the host's
+  bool calibrated = false;    // VK_EXT_calibrated_timestamps
+  bool import_host = false;   // VK_EXT_external_memory_host on a device whose memory is the host's
+  bool maintenance4 = false;  // maxBufferSize is known (Vulkan 1.3 or VK_KHR_maintenance4)
+  bool nv_sm = false;         // VK_NV_shader_sm_builtins: the SM count
+  bool amd_core = false;      // VK_AMD_shader_core_properties: the CU count
 };
 
 Candidate examine(VkPhysicalDevice pd) {
@@ -412,6 +471,10 @@ Candidate examine(VkPhysicalDevice pd) {
   if (!c.why.empty()) return c;
   c.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   c.calibrated = has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+  c.maintenance4 = props.apiVersion >= VK_API_VERSION_1_3 ||
+                   has_extension(exts, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+  c.nv_sm = has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  c.amd_core = has_extension(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
   c.import_host = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
                   (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
                    props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
@@ -571,9 +634,6 @@ struct Instance {
   // The instance lives until the process exits: devices may be open until then.
 };
 
-// The settings devices are opened with (configure()).
-VulkanConfig g_config;
-
 // Set once this process has a VkInstance: from then on the driver's state (its threads,
 // mappings, locks) does not survive fork(), and a forked child must not use Vulkan.
 std::atomic<bool> g_started{false};
@@ -614,16 +674,48 @@ int64_t calibrate(const DeviceShared& d, bool calibrated) {
   return static_cast<int64_t>(ts[1]) - static_cast<int64_t>(dev_ns);
 }
 
+// What the kernels' sizing needs to know of a device.
+struct Shape {
+  uint32_t subgroup = 1;         // invocations of a subgroup (warp, wavefront)
+  uint32_t max_workgroup = 128;  // invocations of a workgroup at most
+  uint32_t max_groups = 65535;   // workgroups of a dispatch at most
+  uint32_t sms = 0;              // SMs / CUs; 0 when the device does not tell
+  uint32_t threads_per_sm = 0;   // invocations an SM / CU holds at once
+};
+
+// Workgroup size and workgroups per dispatch (PyTorch's rule for its CUDA kernels: 256-thread
+// blocks, at most as many as the SMs hold at once, a grid-stride loop over the rest).
+void size_kernels(DeviceShared& d, const VulkanConfig& cfg, const Shape& s) {
+  uint32_t wg = cfg.workgroup != 0 ? cfg.workgroup : 256;
+  wg = std::max(wg, s.subgroup);  // a whole number of subgroups (both powers of two)
+  while (wg > s.max_workgroup && wg > 1) wg /= 2;
+  d.workgroup = wg;
+  uint64_t groups = 0;
+  if (s.sms != 0) {
+    const uint32_t per_sm =
+        cfg.groups_per_sm != 0 ? cfg.groups_per_sm : std::max<uint32_t>(1, s.threads_per_sm / wg);
+    groups = uint64_t(s.sms) * per_sm;
+  } else if (cfg.groups_per_sm != 0) {
+    groups = cfg.groups_per_sm;  // the SM count unknown: counted as one
+  } else {
+    groups = (uint64_t(1) << 20) / wg;  // 2^20 invocations: more than any GPU holds at once
+  }
+  d.max_groups = static_cast<uint32_t>(std::clamp<uint64_t>(groups, 1, s.max_groups));
+  d.unroll = cfg.unroll;
+  d.vector = cfg.vector_bytes;
+  d.copy_kernel = cfg.copy_kernel;
+}
+
 class Device final : public backend::Device {
  public:
-  explicit Device(const Candidate& c) : d_(std::make_shared<DeviceShared>()) {
+  Device(const Candidate& c, const VulkanConfig& cfg) : d_(std::make_shared<DeviceShared>()) {
     DeviceShared& d = *d_;
     d.phys = c.pd;
     d.family = c.family;
     // The memory model: discrete on a GPU with memory of its own (discrete, virtual and other
     // types) or when MPSRT_VULKAN_MEMORY=discrete forces it; unified on CPU-type and integrated
     // devices, whose memory is the host's.
-    d.discrete = g_config.force_discrete || !(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+    d.discrete = cfg.force_discrete || !(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
                                               c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
     d.memory_type = d.discrete ? c.local_type : c.memory_type;
     d.staging_type = c.staging_type;
@@ -667,15 +759,59 @@ class Device final : public backend::Device {
     drv.pNext = &m3;
     auto hostp = make<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
-    if (c.import_host) m3.pNext = &hostp;
+    auto sub = make<VkPhysicalDeviceSubgroupProperties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+    auto m4 = make<VkPhysicalDeviceMaintenance4Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES);
+    auto nv = make<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+    auto amd = make<VkPhysicalDeviceShaderCorePropertiesAMD>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
     auto p2 = make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+    // The chain: p2 -> drv -> m3 -> sub, then those the device has.
     p2.pNext = &drv;
+    m3.pNext = &sub;
+    void** tail = &sub.pNext;
+    auto append = [&](auto& ext) {
+      *tail = &ext;
+      tail = &ext.pNext;
+    };
+    if (c.import_host) append(hostp);
+    if (c.maintenance4) append(m4);
+    if (c.nv_sm) append(nv);
+    if (c.amd_core) append(amd);
     vkGetPhysicalDeviceProperties2(c.pd, &p2);
     const VkPhysicalDeviceLimits& lim = p2.properties.limits;
     d.window_align = std::max<VkDeviceSize>(lim.minStorageBufferOffsetAlignment, 16);
-    const VkDeviceSize max_range = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
-    d.window_bytes = max_range / d.window_align * d.window_align;
+    VkDeviceSize window = std::min<VkDeviceSize>(lim.maxStorageBufferRange, 1u << 30);
+    // The largest VkBuffer: maxBufferSize where the device tells it; else what one allocation
+    // may be (a VkBuffer that large is what this backend always made there).
+    const VkDeviceSize max_buffer =
+        c.maintenance4
+            ? m4.maxBufferSize
+            : std::max<VkDeviceSize>(m3.maxMemoryAllocationSize, lim.maxStorageBufferRange);
+    // Buffers start at multiples of 2 MiB (more than any buffer alignment), and overlap by at
+    // least a window.
+    const VkDeviceSize granule = VkDeviceSize(2) << 20;
+    d.buffer_span = std::max(max_buffer / granule * granule, 2 * granule);
+    window = std::min(window, d.buffer_span / 2);
+    d.window_bytes = window / d.window_align * d.window_align;
+    d.buffer_stride = (d.buffer_span - d.window_bytes) / granule * granule;
     d.timestamp_period = lim.timestampPeriod;
+    Shape shape;
+    shape.subgroup = std::max<uint32_t>(sub.subgroupSize, 1);
+    shape.max_workgroup =
+        std::min(lim.maxComputeWorkGroupInvocations, lim.maxComputeWorkGroupSize[0]);
+    shape.max_groups = lim.maxComputeWorkGroupCount[0];
+    if (c.nv_sm && nv.shaderSMCount > 0) {
+      shape.sms = nv.shaderSMCount;
+      shape.threads_per_sm = nv.shaderWarpsPerSM * shape.subgroup;
+    } else if (c.amd_core && amd.computeUnitsPerShaderArray > 0) {
+      shape.sms =
+          amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+      shape.threads_per_sm = amd.simdPerComputeUnit * amd.wavefrontsPerSimd * amd.wavefrontSize;
+    }
+    size_kernels(d, cfg, shape);
     if (c.import_host) {
       const VkDeviceSize page = static_cast<VkDeviceSize>(sysconf(_SC_PAGESIZE));
       d.import_align = std::max<VkDeviceSize>(hostp.minImportedHostPointerAlignment, page);
@@ -696,8 +832,15 @@ class Device final : public backend::Device {
     if (c.memory_budget) mp2.pNext = &budget;
     vkGetPhysicalDeviceMemoryProperties2(c.pd, &mp2);
     d.memory_heap = mp2.memoryProperties.memoryTypes[d.memory_type].heapIndex;
-    const uint64_t heap_size = mp2.memoryProperties.memoryHeaps[d.memory_heap].size;
-    d.heap_limit = std::min<uint64_t>(heap_size, m3.maxMemoryAllocationSize);
+    // One heap may be as large as the memory heap (maxMemoryAllocationSize is a soft limit,
+    // which NVIDIA exceeds; a refusal is out of memory). On a CPU-type device (lavapipe) the
+    // memory is the host's and the heap size a nominal figure the driver does not enforce
+    // (lavapipe: 2 GiB): there the host's memory is the limit.
+    uint64_t heap_size = mp2.memoryProperties.memoryHeaps[d.memory_heap].size;
+    if (c.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+      heap_size = std::max(heap_size, cpu::usable_memory_bytes());
+    }
+    d.heap_limit = heap_size;
 
     info_.name = p2.properties.deviceName;
     info_.total_memory = heap_size;
@@ -715,17 +858,25 @@ class Device final : public backend::Device {
                     std::to_string(VK_API_VERSION_MINOR(api)) + "." +
                     std::to_string(VK_API_VERSION_PATCH(api)) +
                     ", queues=" + std::to_string(c.queue_count) +
-                    (g_config.shared_queue ? " (one shared)" : "") +
-                    ", memory=" + (d.discrete ? "discrete" : "unified");
+                    (cfg.shared_queue ? " (one shared)" : "") +
+                    ", memory=" + (d.discrete ? "discrete" : "unified") +
+                    ", kernels: workgroup=" + std::to_string(d.workgroup) +
+                    " groups=" + std::to_string(d.max_groups) +
+                    (shape.sms != 0 ? " (" + std::to_string(shape.sms) + " SMs)" : "") +
+                    " unroll=" + std::to_string(d.unroll) + " vector=" + std::to_string(d.vector) +
+                    " copy=" + (d.copy_kernel ? "kernel" : "dma") +
+                    " subgroup=" + std::to_string(shape.subgroup);
 
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
-    d.spin_ns = g_config.spin_ns;
-    d.shared_queue = g_config.shared_queue;
+    d.spin_ns = cfg.spin_ns;
+    d.shared_queue = cfg.shared_queue;
   }
 
   const backend::DeviceInfo& info() const noexcept override { return info_; }
 
+  // Cost: vkCreateBuffer per buffer_span (one below maxBufferSize), vkAllocateMemory (or an
+  // mmap imported), vkBindBufferMemory per buffer, vkMapMemory.
   std::unique_ptr<backend::Heap> create_heap(size_t nbytes) override {
     const size_t page = d_->import_align;  // 4096 unless imported pages need more
     if (nbytes > d_->heap_limit) return nullptr;
@@ -778,6 +929,21 @@ class Device final : public backend::Device {
 class Backend final : public backend::Backend {
  public:
   const char* name() const noexcept override { return "vulkan"; }
+  void configure(const VulkanConfig& config) {
+    // Validate everything first: a configure() that throws changes nothing.
+    const auto power_of_two = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    if (config.workgroup != 0 && (!power_of_two(config.workgroup) || config.workgroup > 1024)) {
+      detail::throw_invalid("[vulkan] the workgroup size must be 0 or a power of two up to 1024");
+    }
+    if (!power_of_two(config.unroll) || config.unroll > 8) {
+      detail::throw_invalid("[vulkan] the unroll factor must be 1, 2, 4 or 8");
+    }
+    if (config.vector_bytes != 4 && config.vector_bytes != 16) {
+      detail::throw_invalid("[vulkan] the vector width must be 4 or 16 bytes");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    cfg_ = config;
+  }
   bool is_built() const noexcept override { return true; }
   bool is_available() noexcept override {
     try {
@@ -813,21 +979,34 @@ class Backend final : public backend::Backend {
       detail::throw_invalid("[vulkan] no device " + std::to_string(index) + "; there are " +
                             std::to_string(inst.devices.size()));
     }
-    return std::make_unique<Device>(inst.devices[static_cast<size_t>(index)]);
+    VulkanConfig cfg;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cfg = cfg_;
+    }
+    return std::make_unique<Device>(inst.devices[static_cast<size_t>(index)], cfg);
   }
+
+ private:
+  std::mutex mu_;
+  VulkanConfig cfg_;
 };
+
+Backend& the_backend() {
+  static Backend b;
+  return b;
+}
 
 }  // namespace
 
 void configure(const VulkanConfig& config) {
-  g_config = config;
+  the_backend().configure(config);
 }
 
 }  // namespace mpsrt::vk
 
 namespace mpsrt::backend {
 Backend& vulkan_backend() {
-  static vk::Backend b;
-  return b;
+  return vk::the_backend();
 }
 }  // namespace mpsrt::backend

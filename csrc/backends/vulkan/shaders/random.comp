@@ -1,13 +1,21 @@
 // Random fills: mpsrt/philox.h's stream definition, bit-identical to the cpu backend's
 // scalar table (csrc/backends/cpu/random_impl.h) for raw bits, uniform, integer ranges and
 // bernoulli, and for normal in float32 wherever glibc's logf / sincosf return the correctly
-// rounded result (see vk_kernels.cpp). One invocation computes one Philox block and writes
-// the elements made from its four words. The op, dtype and word count are specialisation
-// constants, so each pipeline holds only its own path.
+// rounded result (see vk_kernels.cpp). An invocation computes one Philox block at a time and
+// writes the elements made from its four words; it handles UNROLL blocks a stride apart per
+// step of a grid-stride loop (so each store of a subgroup writes contiguous bytes). The op,
+// dtype and word count are specialisation constants, so each pipeline holds only its own path.
+//
+// Stores: a block whose elements are all written and whose bytes are aligned to their width
+// (at most 16) is written with the widest store: two uvec4 (32 bytes: 4 x 64-bit elements),
+// one uvec4 (16 bytes: 4 x 32-bit or 2 x 64-bit), one uvec2 (4 x 16-bit) or one word
+// (4 x 8-bit). Other blocks (the last one of a dispatch, destinations misaligned for the
+// width, VEC = 4) are written word by word, partial words merged with atomics on this block's
+// bytes only.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-layout(local_size_x = 64) in;
+layout(local_size_x_id = 5) in;
 
 layout(constant_id = 0) const uint OP = 0;     // backend::RandomOp
 layout(constant_id = 1) const uint DTYPE = 0;  // backend::RandomDType
@@ -15,6 +23,8 @@ layout(constant_id = 2) const uint WIDE = 0;   // IntRange: range > 2^32 (two wo
 layout(constant_id = 3) const uint ES = 4;     // element size in bytes
 layout(constant_id = 4) const uint WPE = 1;    // words per element: 2 for float64 uniforms
                                                // and wide integer ranges, else 1
+layout(constant_id = 6) const uint UNROLL = 2;  // blocks per invocation and step
+layout(constant_id = 7) const uint VEC = 16;    // widest store in bytes: 16 or 4
 
 const uint kBits = 0, kUniform = 1, kNormal = 2, kIntRange = 3, kBernoulli = 4;
 const uint kU8 = 0, kI32 = 1, kI64 = 2, kU32 = 3, kF16 = 4, kBF16 = 5, kF32 = 6, kF64 = 7,
@@ -22,6 +32,12 @@ const uint kU8 = 0, kI32 = 1, kI64 = 2, kU32 = 3, kF16 = 4, kBF16 = 5, kF32 = 6,
 
 layout(set = 0, binding = 0) buffer Dst {
   uint words[];
+};
+layout(set = 0, binding = 0) buffer Dst2 {
+  uvec2 words2[];
+};
+layout(set = 0, binding = 0) buffer Dst4 {
+  uvec4 words4[];
 };
 
 layout(push_constant) uniform Params {
@@ -41,8 +57,9 @@ layout(push_constant) uniform Params {
 }
 pc;
 
-// Elements per block (normal: two pairs of words, four elements).
+// Elements per block (normal: two pairs of words, four elements) and their bytes.
 #define EPB (4u / WPE)
+#define BLOCK_BYTES (EPB * ES)
 
 uvec4 philox(uvec2 ctr, uvec2 key) {
   uvec4 c = uvec4(ctr, 0u, 0u);
@@ -206,6 +223,10 @@ uvec2 from_float(float v) {
 // IntRange's element: low + x (two's complement) as the dtype's value. Integers: its low
 // bytes; bool: != 0; floats: the integer's exact value (the core keeps |low + x| <= 2^digits).
 uvec2 int_value(uint64_t x) {
+  // Integers of at most 32 bits: the low word of the sum (the same bits, without 64-bit adds).
+  if (ES <= 4u && DTYPE != kBool && DTYPE != kF16 && DTYPE != kBF16 && DTYPE != kF32) {
+    return uvec2(pc.low.x + uint(x), 0u);
+  }
   const uint64_t v = uint64_t(pc.low.x) + (uint64_t(pc.low.y) << 32) + x;
   if (DTYPE == kBool) return uvec2(v != uint64_t(0) ? 1u : 0u, 0u);
   if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(int64_t(v)));
@@ -245,8 +266,8 @@ uvec2 element(uvec4 w, uint i) {
     return int_value(pc.range.y != 0u ? uint64_t(w[i]) : uint64_t(w[i] % pc.range.x));
   }
   // Bernoulli
-  const uint64_t t = uint64_t(pc.thresh.x) | (uint64_t(pc.thresh.y) << 32);
-  const bool hit = uint64_t(w[i]) < t;
+  // w < threshold (at most 2^32): any word when the high word is set.
+  const bool hit = pc.thresh.y != 0u || w[i] < pc.thresh.x;
   if (!hit) return uvec2(0u);
   if (DTYPE == kF16) return uvec2(0x3c00u, 0u);
   if (DTYPE == kBF16) return uvec2(0x3f80u, 0u);
@@ -255,68 +276,114 @@ uvec2 element(uvec4 w, uint i) {
   return uvec2(1u, 0u);
 }
 
+// The elements v[0 .. EPB - 1] of block k.
+void block_values(uint k, out uvec2 v[4]) {
+  const uint lo = pc.block0.x + k;
+  const uvec4 w = philox(uvec2(lo, pc.block0.y + (lo < k ? 1u : 0u)), pc.seed);
+  v[0] = uvec2(0u);
+  v[1] = uvec2(0u);
+  v[2] = uvec2(0u);
+  v[3] = uvec2(0u);
+  if (OP == kNormal) {
+    if (DTYPE == kF64) {
+      double z0, z1, z2, z3;
+      box_muller_f64(w.x, w.y, z0, z1);
+      box_muller_f64(w.z, w.w, z2, z3);
+      precise double t0 = pc.db * z0, t1 = pc.db * z1, t2 = pc.db * z2, t3 = pc.db * z3;
+      precise double v0 = pc.da + t0, v1 = pc.da + t1, v2 = pc.da + t2, v3 = pc.da + t3;
+      v[0] = bits64(v0);
+      v[1] = bits64(v1);
+      v[2] = bits64(v2);
+      v[3] = bits64(v3);
+    } else {
+      float z0, z1, z2, z3;
+      box_muller_f32(w.x, w.y, z0, z1);
+      box_muller_f32(w.z, w.w, z2, z3);
+      precise float t0 = pc.fb * z0, t1 = pc.fb * z1, t2 = pc.fb * z2, t3 = pc.fb * z3;
+      precise float v0 = pc.fa + t0, v1 = pc.fa + t1, v2 = pc.fa + t2, v3 = pc.fa + t3;
+      v[0] = from_float(v0);
+      v[1] = from_float(v1);
+      v[2] = from_float(v2);
+      v[3] = from_float(v3);
+    }
+  } else {
+    for (uint i = 0u; i < EPB; ++i) v[i] = element(w, i);
+  }
+}
+
+// Block k's elements, all inside [e_lo, e_hi), at a byte offset aligned to the store's width:
+// one store of BLOCK_BYTES bytes (two for 32).
+void store_wide(uint k, uvec2 v[4]) {
+  const uint at = pc.dst_off + k * BLOCK_BYTES;
+  if (BLOCK_BYTES == 32u) {  // 4 x 64-bit
+    words4[at >> 4] = uvec4(v[0], v[1]);
+    words4[(at >> 4) + 1u] = uvec4(v[2], v[3]);
+  } else if (ES == 8u) {  // 2 x 64-bit
+    words4[at >> 4] = uvec4(v[0], v[1]);
+  } else if (BLOCK_BYTES == 16u) {  // 4 x 32-bit
+    words4[at >> 4] = uvec4(v[0].x, v[1].x, v[2].x, v[3].x);
+  } else if (BLOCK_BYTES == 8u) {  // 4 x 16-bit
+    words2[at >> 3] = uvec2((v[0].x & 0xffffu) | (v[1].x << 16), (v[2].x & 0xffffu) | (v[3].x << 16));
+  } else {  // 4 x 8-bit
+    words[at >> 2] = (v[0].x & 0xffu) | ((v[1].x & 0xffu) << 8) | ((v[2].x & 0xffu) << 16) |
+                     (v[3].x << 24);
+  }
+}
+
+// Block k's elements inside [e_lo, e_hi), word by word.
+void store_words(uint k, uvec2 v[4]) {
+  const uint e0 = k * EPB;
+  if (ES >= 4u) {
+    for (uint i = 0u; i < EPB; ++i) {
+      const uint e = e0 + i;
+      if (e < pc.e_lo || e >= pc.e_hi) continue;
+      const uint at = (pc.dst_off + e * ES) >> 2;
+      words[at] = v[i].x;
+      if (ES == 8u) words[at + 1u] = v[i].y;
+    }
+  } else {
+    // 1- and 2-byte elements: at most 8 bytes, spread over up to three words; partial
+    // words are merged with atomics on this block's bytes only.
+    const uint base = (pc.dst_off + e0 * ES) & ~3u;
+    uint acc[3] = uint[3](0u, 0u, 0u);
+    uint mask[3] = uint[3](0u, 0u, 0u);
+    for (uint i = 0u; i < EPB; ++i) {
+      const uint e = e0 + i;
+      if (e < pc.e_lo || e >= pc.e_hi) continue;
+      const uint pos = pc.dst_off + e * ES - base;
+      const uint m = ES == 1u ? 0xffu : 0xffffu;
+      acc[pos >> 2] |= (v[i].x & m) << (8u * (pos & 3u));
+      mask[pos >> 2] |= m << (8u * (pos & 3u));
+    }
+    for (uint j = 0u; j < 3u; ++j) {
+      const uint at = (base >> 2) + j;
+      if (mask[j] == 0xffffffffu) {
+        words[at] = acc[j];
+      } else if (mask[j] != 0u) {
+        atomicAnd(words[at], ~mask[j]);
+        atomicOr(words[at], acc[j]);
+      }
+    }
+  }
+}
+
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  for (uint k = gl_GlobalInvocationID.x; k < pc.nblocks; k += stride) {
-    const uint lo = pc.block0.x + k;
-    const uvec4 w = philox(uvec2(lo, pc.block0.y + (lo < k ? 1u : 0u)), pc.seed);
-    uvec2 v[4];
-    if (OP == kNormal) {
-      if (DTYPE == kF64) {
-        double z0, z1, z2, z3;
-        box_muller_f64(w.x, w.y, z0, z1);
-        box_muller_f64(w.z, w.w, z2, z3);
-        precise double t0 = pc.db * z0, t1 = pc.db * z1, t2 = pc.db * z2, t3 = pc.db * z3;
-        precise double v0 = pc.da + t0, v1 = pc.da + t1, v2 = pc.da + t2, v3 = pc.da + t3;
-        v[0] = bits64(v0);
-        v[1] = bits64(v1);
-        v[2] = bits64(v2);
-        v[3] = bits64(v3);
+  // Wide stores: VEC = 16 and the destination aligned to min(BLOCK_BYTES, 16) (every block
+  // then is: its offset adds multiples of BLOCK_BYTES).
+  bool shapes = EPB == 4u || (EPB == 2u && ES == 8u);  // those store_wide() knows
+  const bool wide = shapes && VEC >= 16u && (pc.dst_off & (min(BLOCK_BYTES, 16u) - 1u)) == 0u;
+  for (uint k0 = gl_GlobalInvocationID.x; k0 < pc.nblocks; k0 += stride * UNROLL) {
+    for (uint u = 0u; u < UNROLL; ++u) {
+      const uint k = k0 + u * stride;
+      if (k >= pc.nblocks) break;
+      uvec2 v[4];
+      block_values(k, v);
+      const uint e0 = k * EPB;
+      if (wide && e0 >= pc.e_lo && e0 + EPB <= pc.e_hi) {
+        store_wide(k, v);
       } else {
-        float z0, z1, z2, z3;
-        box_muller_f32(w.x, w.y, z0, z1);
-        box_muller_f32(w.z, w.w, z2, z3);
-        precise float t0 = pc.fb * z0, t1 = pc.fb * z1, t2 = pc.fb * z2, t3 = pc.fb * z3;
-        precise float v0 = pc.fa + t0, v1 = pc.fa + t1, v2 = pc.fa + t2, v3 = pc.fa + t3;
-        v[0] = from_float(v0);
-        v[1] = from_float(v1);
-        v[2] = from_float(v2);
-        v[3] = from_float(v3);
-      }
-    } else {
-      for (uint i = 0u; i < EPB; ++i) v[i] = element(w, i);
-    }
-    const uint e0 = k * EPB;
-    if (ES >= 4u) {
-      for (uint i = 0u; i < EPB; ++i) {
-        const uint e = e0 + i;
-        if (e < pc.e_lo || e >= pc.e_hi) continue;
-        const uint at = (pc.dst_off + e * ES) >> 2;
-        words[at] = v[i].x;
-        if (ES == 8u) words[at + 1u] = v[i].y;
-      }
-    } else {
-      // 1- and 2-byte elements: at most 8 bytes, spread over up to three words; partial
-      // words are merged with atomics on this block's bytes only.
-      const uint base = (pc.dst_off + e0 * ES) & ~3u;
-      uint acc[3] = uint[3](0u, 0u, 0u);
-      uint mask[3] = uint[3](0u, 0u, 0u);
-      for (uint i = 0u; i < EPB; ++i) {
-        const uint e = e0 + i;
-        if (e < pc.e_lo || e >= pc.e_hi) continue;
-        const uint pos = pc.dst_off + e * ES - base;
-        const uint m = ES == 1u ? 0xffu : 0xffffu;
-        acc[pos >> 2] |= (v[i].x & m) << (8u * (pos & 3u));
-        mask[pos >> 2] |= m << (8u * (pos & 3u));
-      }
-      for (uint j = 0u; j < 3u; ++j) {
-        const uint at = (base >> 2) + j;
-        if (mask[j] == 0xffffffffu) {
-          words[at] = acc[j];
-        } else if (mask[j] != 0u) {
-          atomicAnd(words[at], ~mask[j]);
-          atomicOr(words[at], acc[j]);
-        }
+        store_words(k, v);
       }
     }
   }
