@@ -122,13 +122,13 @@ def test_fills_at_every_phase_touch_only_their_bytes(kernel_settings: str) -> No
                 regions.append((at + phase, n))
                 at = (at + phase + n * size + 32 + 63) // 64 * 64
         buf = mpsrt.empty(at + 64, dtype="uint8")
-        raw = buf.numpy()
-        raw[:] = 0xCC
-        ref = raw.copy()
+        ref = np.full(at + 64, 0xCC, np.uint8)
+        buf.copy_(ref)  # host writes and reads through copies: both memory models
         for off, n in regions:
             buf.view(off, n, dtype=dtype).fill_(values[size])
             ref[off : off + n * size] = _ref_pattern(values[size], size, n * size)
         mpsrt.synchronize()
+        raw = buf.numpy()
         assert np.array_equal(raw, ref), (size, np.nonzero(raw != ref)[0][:8])
 
 
@@ -136,7 +136,7 @@ def test_copies_at_every_alignment_pair(kernel_settings: str) -> None:
     lengths = [1, 3, 4, 5, 16, 17, 33, 64, 100, 4099]
     span = sum(((16 + n + 63) // 64 + 1) * 64 for n in lengths) * 256 + 64
     src = mpsrt.empty(span, dtype="uint8")
-    src.numpy()[:] = np.random.default_rng(1).integers(0, 256, span, dtype=np.uint8)
+    src.copy_(np.random.default_rng(1).integers(0, 256, span, dtype=np.uint8))
     for one_buffer in (False, True):
         # Inside one buffer: sources in the first half, destinations in the second.
         dst = mpsrt.empty(span, dtype="uint8") if not one_buffer else None
@@ -147,9 +147,9 @@ def test_copies_at_every_alignment_pair(kernel_settings: str) -> None:
         else:
             assert dst is not None
             s_buf, d_buf, d_base = src, dst, 0
-        d_raw = d_buf.numpy()
-        d_raw[d_base : d_base + span] = 0xCC
-        ref = d_raw.copy()
+        d_buf.view(d_base, span).fill_(0xCC)
+        mpsrt.synchronize()
+        ref = d_buf.numpy().copy()
         s_raw = s_buf.numpy().copy()
         s = d = 64
         for sp in range(16):
@@ -167,9 +167,8 @@ def test_copies_at_every_alignment_pair(kernel_settings: str) -> None:
 def test_overlapping_copies_between_views(kernel_settings: str) -> None:
     n_total = 3 << 20
     buf = mpsrt.empty(n_total, dtype="uint8")
-    raw = buf.numpy()
-    raw[:] = np.random.default_rng(2).integers(0, 256, n_total, dtype=np.uint8)
-    ref = raw.copy()
+    ref = np.random.default_rng(2).integers(0, 256, n_total, dtype=np.uint8)
+    buf.copy_(ref)
     at = 1024
     for n in (1, 6, 16, 19, 77, 5000):
         for shift in (*range(-20, 0), *range(1, 21), 64, -64, 1001):
@@ -181,6 +180,7 @@ def test_overlapping_copies_between_views(kernel_settings: str) -> None:
     buf.view(d, 1 << 20).copy_(buf.view(s, 1 << 20))
     ref[d : d + (1 << 20)] = ref[s : s + (1 << 20)].copy()
     mpsrt.synchronize()
+    raw = buf.numpy()
     assert np.array_equal(raw, ref), np.nonzero(raw != ref)[0][:8]
 
 
@@ -218,9 +218,8 @@ def test_random_fills_of_views_equal_fresh_buffers(
             b.bernoulli_(0.3, generator=g)
 
     buf = mpsrt.empty(1 << 16, dtype="uint8")
-    raw = buf.numpy()
-    raw[:] = 0xCC
-    expect = raw.copy()
+    expect = np.full(1 << 16, 0xCC, np.uint8)
+    buf.copy_(expect)
     at = 64
     for phase in range(0, 32, size):
         for n in (1, 2, 3, 4, 5, 7, 9, 17, 33, 301):
@@ -232,4 +231,5 @@ def test_random_fills_of_views_equal_fresh_buffers(
             expect[at + phase : at + phase + n * size] = fresh.numpy().view(np.uint8)
             at = (at + phase + n * size + 32 + 63) // 64 * 64
     mpsrt.synchronize()
+    raw = buf.numpy()
     assert np.array_equal(raw, expect), np.nonzero(raw != expect)[0][:8]
