@@ -23,6 +23,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "element_value.h"
 
 namespace {
 
@@ -243,30 +244,6 @@ struct RandomCase {
   uint64_t threshold = 0;
 };
 
-double as_double(RandomDType d, const uint8_t* p) {
-  if (d == RandomDType::F64) {
-    double v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  uint32_t bits = 0;
-  if (d == RandomDType::F32) {
-    std::memcpy(&bits, p, 4);
-  } else {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    if (d == RandomDType::BF16) {
-      bits = uint32_t(h) << 16;
-    } else {  // f16 (normal numbers and zero here)
-      const uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-      bits = e == 0 ? sign : sign | ((e + 112) << 23) | (m << 13);
-    }
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 TEST_P(KernelShapes, RandomFillsAtEveryPhaseEqualTheReference) {
   // Every element size and both words-per-element counts; wide stores cover 4, 8, 16 and 32
   // bytes per Philox block.
@@ -355,7 +332,8 @@ TEST_P(KernelShapes, RandomFillsAtEveryPhaseEqualTheReference) {
       }
       const size_t e = (i - regions[r].at) / es;
       if ((i - regions[r].at) % es != 0) continue;
-      const double x = as_double(rc.dtype, got + i), y = as_double(rc.dtype, ref.data() + i);
+      const double x = mpsrt::test::element_as_double(rc.dtype, got + i),
+                   y = mpsrt::test::element_as_double(rc.dtype, ref.data() + i);
       const int bits = rc.dtype == RandomDType::F16 ? 10 : 23;
       ASSERT_LE(std::fabs(x - y), 2 * std::max(std::ldexp(std::fabs(y), -bits), 0x1p-149))
           << "region " << r << " element " << e;

@@ -17,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/kernels.h"
+#include "element_value.h"
 
 namespace {
 
@@ -33,34 +34,10 @@ const char* dtype_name(RandomDType d) {
   return names[static_cast<int>(d)];
 }
 
-double to_double(RandomDType d, const uint8_t* p) {
-  if (d == RandomDType::F64) {
-    double v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  uint32_t bits = 0;
-  if (d == RandomDType::F32) {
-    std::memcpy(&bits, p, 4);
-  } else {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    if (d == RandomDType::BF16) {
-      bits = uint32_t(h) << 16;
-    } else {  // f16 -> f32 (values here are normal or zero)
-      const uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-      bits = e == 0 ? sign : sign | ((e + 112) << 23) | (m << 13);
-    }
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Distance in float32 ulps of the reference value (in ulps of the element's own type for f16
 // and bf16, whose ulps are coarser).
 double ulps(RandomDType d, const uint8_t* a, const uint8_t* b) {
-  const double x = to_double(d, a), y = to_double(d, b);
+  const double x = mpsrt::test::element_as_double(d, a), y = mpsrt::test::element_as_double(d, b);
   const int bits = d == RandomDType::F16 ? 10 : d == RandomDType::BF16 ? 7 : 23;
   const double ulp = std::max(std::ldexp(std::fabs(x), -bits), 0x1p-149);
   return std::fabs(x - y) / ulp;
@@ -232,8 +209,11 @@ TEST_F(VulkanKernels, RandomMatchesTheCpuReference) {
         // float64 normal: measured in float32 ulps of the value (API.md's promise).
         const double u32 =
             c.dtype == RandomDType::F64
-                ? std::fabs(to_double(c.dtype, got + e * es) - to_double(c.dtype, ref + e * es)) /
-                      std::max(std::ldexp(std::fabs(to_double(c.dtype, ref + e * es)), -23),
+                ? std::fabs(mpsrt::test::element_as_double(c.dtype, got + e * es) -
+                            mpsrt::test::element_as_double(c.dtype, ref + e * es)) /
+                      std::max(std::ldexp(
+                                   std::fabs(mpsrt::test::element_as_double(c.dtype, ref + e * es)),
+                                   -23),
                                0x1p-149)
                 : u;
         normal_worst = std::max(normal_worst, u32);

@@ -38,7 +38,6 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -64,24 +63,7 @@ SOAK_RNG_LOG = 2000  # random ops a thread logs for the replay in a soak (the lo
 # --------------------------------------------------------------------------- runtime per backend
 
 
-def _reset_runtime(backend: str) -> None:
-    env = dict(os.environ)
-    env["MPSRT_BACKEND"] = backend
-    mpsrt._C._reset_runtime(env)
-
-
-@pytest.fixture(params=BACKENDS)
-def stress_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh runtime on one backend; the backend in force before is restored afterwards (so
-    this works whether or not tests/python's session fixture ran first)."""
-    gc.collect()
-    previous = mpsrt.backend()
-    _reset_runtime(request.param)
-    try:
-        yield request.param
-    finally:
-        gc.collect()
-        _reset_runtime(previous)
+# The fixture fresh_backend (conftest.py) gives each test a fresh runtime on one backend.
 
 
 # --------------------------------------------------------------------------- helpers
@@ -608,7 +590,7 @@ def replay_serially(st: ThreadState) -> int:
     return compared
 
 
-def test_stress(stress_backend: str) -> None:
+def test_stress(fresh_backend: str) -> None:
     dev = mpsrt.current_device()
     prev_fraction = mpsrt._C.set_per_process_memory_fraction(0.0, dev)
     mpsrt._C.set_per_process_memory_fraction(prev_fraction, dev)
@@ -618,7 +600,7 @@ def test_stress(stress_backend: str) -> None:
     base_allocated = mpsrt.memory_allocated()
     base_reserved = mpsrt.memory_reserved()
     base_driver = mpsrt.driver_allocated_memory()
-    stress = Stress(stress_backend, SECONDS)
+    stress = Stress(fresh_backend, SECONDS)
     stress.baseline_active = set(stress.active_blocks())
     started = time.monotonic()
     try:
@@ -652,13 +634,13 @@ def test_stress(stress_backend: str) -> None:
     assert mpsrt.driver_allocated_memory() == base_driver, "driver bytes after empty_cache()"
     summary = ", ".join(f"{k}={v}" for k, v in sorted(ops.items()))
     print(
-        f"\n[stress {stress_backend}] {N_THREADS} threads x {elapsed:.1f} s = "
+        f"\n[stress {fresh_backend}] {N_THREADS} threads x {elapsed:.1f} s = "
         f"{N_THREADS * elapsed:.0f} thread-seconds; {stress.checks} quiescent checks; "
         f"{compared} random ops replayed; {summary}"
     )
 
 
-def test_polling_stream_query_completes(stress_backend: str) -> None:
+def test_polling_stream_query_completes(fresh_backend: str) -> None:
     a, b = mpsrt.Stream(), mpsrt.Stream(priority=-1)
     buf = mpsrt.empty(1 << 16, dtype="uint32", stream=a)
     with mpsrt.stream(a):
@@ -674,14 +656,14 @@ def test_polling_stream_query_completes(stress_backend: str) -> None:
 
 
 @pytest.mark.skipif(SOAK_MINUTES <= 0, reason="set MPSRT_SOAK_MINUTES to run the soak")
-def test_soak(stress_backend: str) -> None:
+def test_soak(fresh_backend: str) -> None:
     seconds = SOAK_MINUTES * 60
     phases = max(6, int(seconds // SOAK_PHASE))
     gc.collect()
     mpsrt.synchronize()
     mpsrt.empty_cache()
     base_driver = mpsrt.driver_allocated_memory()
-    stress = Stress(stress_backend, seconds, phases=phases, soak=True)
+    stress = Stress(fresh_backend, seconds, phases=phases, soak=True)
     stress.baseline_active = set(stress.active_blocks())
     dev = mpsrt.current_device()
     prev_fraction = mpsrt._C.set_per_process_memory_fraction(0.0, dev)
@@ -694,7 +676,7 @@ def test_soak(stress_backend: str) -> None:
     t0 = stress.samples[0][0]
     warm = soak_warmup(len(stress.samples))
     ref_rss = stress.samples[warm][1]
-    lines = [f"\n[soak {stress_backend}] {N_THREADS} threads x {seconds / 60:.1f} min"]
+    lines = [f"\n[soak {fresh_backend}] {N_THREADS} threads x {seconds / 60:.1f} min"]
     lines.append("   time   RSS (MiB)  drift   driver (released)  driver (in use)")
     worst = 0.0
     for i, (t, rss, driver, live) in enumerate(stress.samples):
