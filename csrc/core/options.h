@@ -22,13 +22,13 @@ struct Options {
   uint64_t profile_records = 1 << 20;  // profiler records kept per thread
   int64_t cpu_spin_us = 50;
   std::string cpu_isa = "auto";
-  int cpu_threads = 0;                   // 0: the cores, at most 8
+  int cpu_threads = 0;  // 0: the cores, at most 8
   int64_t vulkan_spin_us = 20;
   bool vulkan_shared_queue = false;
   std::string vulkan_memory = "auto";    // "auto" or "discrete" (the vulkan memory model)
   uint64_t staging_bytes = 64ull << 20;  // bound of each device's host staging pool
   uint32_t vulkan_workgroup = 0;         // 0: by the device
-  uint32_t vulkan_groups_per_sm = 0;  // 0: by the device
+  uint32_t vulkan_groups_per_sm = 0;     // 0: by the device
   uint32_t vulkan_unroll = 2;
   uint32_t vulkan_vector = 16;
   std::string vulkan_copy = "kernel";  // "kernel" or "dma"

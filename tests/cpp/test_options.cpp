@@ -41,26 +41,14 @@ std::string describe(const Env& env) {
   return s;
 }
 
-const std::vector<std::string> kNames = {"MPSRT_BACKEND",
-                                         "MPSRT_HIGH_WATERMARK_RATIO",
-                                         "MPSRT_LOW_WATERMARK_RATIO",
-                                         "MPSRT_DEBUG_ALLOCATOR",
-                                         "MPSRT_CPU_DEVICES",
-                                         "MPSRT_TRACE_SIGNPOSTS",
-                                         "MPSRT_LOG_PROFILE_INFO",
-                                         "MPSRT_PROFILE_RECORDS",
-                                         "MPSRT_CPU_SPIN_US",
-                                         "MPSRT_CPU_ISA",
-                                         "MPSRT_CPU_THREADS",
-                                         "MPSRT_VULKAN_SPIN_US",
-                                         "MPSRT_VULKAN_QUEUES",
-                                         "MPSRT_VULKAN_MEMORY",
-                                         "MPSRT_STAGING_BYTES",
-                                         "MPSRT_VULKAN_WORKGROUP",
-                                         "MPSRT_VULKAN_GROUPS_PER_SM",
-                                         "MPSRT_VULKAN_UNROLL",
-                                         "MPSRT_VULKAN_VECTOR",
-                                         "MPSRT_VULKAN_COPY"};
+const std::vector<std::string> kNames = {
+    "MPSRT_BACKEND",          "MPSRT_HIGH_WATERMARK_RATIO", "MPSRT_LOW_WATERMARK_RATIO",
+    "MPSRT_DEBUG_ALLOCATOR",  "MPSRT_CPU_DEVICES",          "MPSRT_TRACE_SIGNPOSTS",
+    "MPSRT_LOG_PROFILE_INFO", "MPSRT_PROFILE_RECORDS",      "MPSRT_CPU_SPIN_US",
+    "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US",
+    "MPSRT_VULKAN_QUEUES",    "MPSRT_VULKAN_MEMORY",        "MPSRT_STAGING_BYTES",
+    "MPSRT_VULKAN_WORKGROUP", "MPSRT_VULKAN_GROUPS_PER_SM", "MPSRT_VULKAN_UNROLL",
+    "MPSRT_VULKAN_VECTOR",    "MPSRT_VULKAN_COPY"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},

@@ -716,7 +716,7 @@ class Device final : public backend::Device {
     // types) or when MPSRT_VULKAN_MEMORY=discrete forces it; unified on CPU-type and integrated
     // devices, whose memory is the host's.
     d.discrete = cfg.force_discrete || !(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
-                                              c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
+                                         c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU);
     d.memory_type = d.discrete ? c.local_type : c.memory_type;
     d.staging_type = c.staging_type;
     d.device_address = d.discrete && c.device_address;
