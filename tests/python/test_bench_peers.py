@@ -375,3 +375,33 @@ def test_an_area_that_fails_is_reported(
     assert main(["--quick", "--backend", backend, "--only", "binding"]) == 3
     out = capsys.readouterr().out
     assert "binding: not finished" in out and "RuntimeError: [bench] broken on purpose" in out
+
+
+# ------------------------------------------------------------------ the settings sweep
+
+
+def test_the_sweep_table_marks_each_rows_best_variant(backend: str) -> None:
+    from bench import sweep
+
+    def r(area: str, name: str, value: float, unit: str, peer: float | None = None) -> dict:
+        peer_name = "torch.cuda" if peer else ""
+        row = dict(area=area, name=name, value=value, unit=unit, peer_name=peer_name)
+        return {**row, "peer_value": peer}
+
+    results = {
+        "default": {
+            "rows": [
+                r("fill_copy", "copy 1 GiB", 100.0, "GB/s", 150.0),
+                r("dispatch", "hot, median", 9.0, "µs"),
+            ]
+        },
+        "vector4": {"rows": [r("fill_copy", "copy 1 GiB", 120.0, "GB/s", 150.0)]},
+        "spin0": {"rows": [r("dispatch", "hot, median", 7.5, "µs")]},
+        "broken": {"error": "exit 1"},
+    }
+    lines = sweep.table(results).splitlines()
+    copy = next(x for x in lines if "copy 1 GiB" in x)
+    assert "120 GB/s *" in copy and "100 GB/s *" not in copy and "torch.cuda 150" in copy
+    hot = next(x for x in lines if "hot, median" in x)
+    assert "7.5 µs *" in hot and "9 µs *" not in hot  # a time: lower is better
+    assert sweep.main(["--variants", "default,nonsense"]) == 2
