@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import os
 
+import fresh_runtime
 import mpsrt
 import numpy as np
 import pytest
 
 GIB = 1 << 30
 BIG_GIB = float(os.environ.get("MPSRT_BIG_BUFFER_GIB", "0"))
+
+fresh_backend = fresh_runtime.fresh_backend  # a fresh runtime on one backend per test
 
 pytestmark = pytest.mark.skipif(
     BIG_GIB <= 0, reason="set MPSRT_BIG_BUFFER_GIB (e.g. 4.5) to run the big-Buffer test"

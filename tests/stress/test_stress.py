@@ -41,6 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import fresh_runtime
 import mpsrt
 import numpy as np
 import pytest
@@ -62,8 +63,8 @@ SOAK_RNG_LOG = 2000  # random ops a thread logs for the replay in a soak (the lo
 
 # --------------------------------------------------------------------------- runtime per backend
 
-
-# The fixture fresh_backend (conftest.py) gives each test a fresh runtime on one backend.
+# A fresh runtime on one backend per test (shared with the big-Buffer test).
+fresh_backend = fresh_runtime.fresh_backend
 
 
 # --------------------------------------------------------------------------- helpers

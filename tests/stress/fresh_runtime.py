@@ -1,4 +1,5 @@
-"""What the stress, soak and big-Buffer tests share: a fresh runtime per backend."""
+"""What the stress, soak and big-Buffer tests share: a fresh runtime per backend (a module of
+its own, not a conftest.py: tests/python has the conftest that `from conftest import` finds)."""
 
 from __future__ import annotations
 
