@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -149,9 +150,31 @@ void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) 
 // are split over the pool in chunks of whole 64-element units (even, for Box-Muller pairs).
 constexpr size_t kParallelRandomBytes = size_t(1) << 20;
 
+// A destination not aligned to its element size (a byte view of a Buffer): the elements are
+// made in an aligned buffer and copied, in chunks that start on a Philox block (the kernels
+// store whole elements). Cost: one extra pass over the bytes; only such views pay it.
+void run_random_unaligned(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
+  constexpr uint64_t kChunk = uint64_t(1) << 14;  // elements: a multiple of 4 (whole blocks)
+  const size_t es = backend::random_element_size(p.dtype);
+  std::unique_ptr<uint64_t[]> tmp(new uint64_t[kChunk * es / sizeof(uint64_t)]);
+  for (uint64_t first = 0; first < p.count; first += kChunk) {
+    backend::RandomParams before = p;  // the elements ahead of this chunk: the words they use
+    before.count = first;
+    backend::RandomParams q = p;
+    q.count = std::min(kChunk, p.count - first);
+    q.offset = p.offset + backend::random_words(before) / 4;
+    ctx.kernels->random(reinterpret_cast<uint8_t*>(tmp.get()), q, 0, q.count);
+    std::memcpy(dst + first * es, tmp.get(), q.count * es);
+  }
+}
+
 void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
   const uint64_t n = p.count;
   if (n == 0) return;
+  if (MPSRT_UNLIKELY(reinterpret_cast<uintptr_t>(dst) % backend::random_element_size(p.dtype))) {
+    run_random_unaligned(ctx, dst, p);
+    return;
+  }
   const size_t bytes = n * backend::random_element_size(p.dtype);
   if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || bytes < kParallelRandomBytes) {
     ctx.kernels->random(dst, p, 0, n);
