@@ -40,6 +40,23 @@ T make(VkStructureType type) noexcept {
 /// Nanoseconds of the host's steady clock (CLOCK_MONOTONIC on Linux).
 int64_t host_now_ns() noexcept;
 
+/// The items of a Vulkan two-call enumeration: `call(&n, nullptr)` counts them,
+/// `call(&n, data)` fills them (vkEnumeratePhysicalDevices and the like, through a lambda).
+template <class T, class Call>
+std::vector<T> enumerate(Call&& call) {
+  uint32_t n = 0;
+  call(&n, nullptr);
+  std::vector<T> out(n);
+  call(&n, out.data());
+  out.resize(n);
+  return out;
+}
+
+/// The memory types and heaps of `pd`; with `budget`, also VK_EXT_memory_budget's figures
+/// there (the device must have the extension).
+VkPhysicalDeviceMemoryProperties memory_properties(
+    VkPhysicalDevice pd, VkPhysicalDeviceMemoryBudgetPropertiesEXT* budget = nullptr) noexcept;
+
 /// Push constants of random.comp (std430 layout, 80 bytes).
 struct RandomPush {
   double da, db;
@@ -128,7 +145,7 @@ struct DeviceShared {
   DeviceShared() = default;
   DeviceShared(const DeviceShared&) = delete;
   DeviceShared& operator=(const DeviceShared&) = delete;
-  ~DeviceShared();
+  ~DeviceShared();  // waits for the device, destroys the kernels and the VkDevice
 
   /// Builds the fill and copy pipelines and the layouts (at device open).
   void create_kernels();
@@ -143,10 +160,11 @@ struct DeviceShared {
   }
 };
 
-/// Waits until semaphore s[i] reaches v[i] for every i (any = false) or for one of them
-/// (any = true): polls the values for d.spin_ns, then blocks in vkWaitSemaphores. timeout_ns
-/// < 0 waits forever. Returns false on timeout; throws mpsrt::Error when the device is lost.
-/// Cost when already reached: one vkGetSemaphoreCounterValue per semaphore.
+/// Semaphores (vk_semaphore.cpp). Waits until semaphore s[i] reaches v[i] for every i (any = false)
+/// or for one of them (any = true): polls the values for d.spin_ns, then blocks in
+/// vkWaitSemaphores. timeout_ns < 0 waits forever. Returns false on timeout; throws mpsrt::Error
+/// when the device is lost. Cost when already reached: one vkGetSemaphoreCounterValue per
+/// semaphore.
 bool wait_semaphores(const DeviceShared& d, const VkSemaphore* s, const uint64_t* v, uint32_t n,
                      bool any, int64_t timeout_ns);
 
@@ -199,8 +217,8 @@ struct Allocation {
     return i == 0 ? buffer : more[i - 1];
   }
 };
-/// Allocates `size` bytes (already rounded) of heap memory, as the device's memory model has
-/// it (DeviceShared::discrete); false when the driver is out of memory.
+/// Memory (vk_memory.cpp). Allocates `size` bytes (already rounded) of heap memory, as the
+/// device's memory model has it (DeviceShared::discrete); false when the driver is out of memory.
 bool allocate(DeviceShared& d, VkDeviceSize size, Allocation* out);
 /// Allocates `size` bytes of staging memory (DeviceShared::staging_type, mapped); false when
 /// the driver is out of memory.
@@ -224,6 +242,16 @@ class VkHeap final : public backend::Heap {
   std::shared_ptr<DeviceShared> d_;
   Allocation a_;
 };
+
+/// backend::Device::create_heap: a heap of at least `nbytes` (rounded to pages), nullptr when
+/// it is larger than DeviceShared::heap_limit, would pass VK_EXT_memory_budget's budget, or the
+/// driver is out of memory. Cost: vkCreateBuffer per buffer_span (one below maxBufferSize),
+/// vkAllocateMemory (or an mmap imported), vkBindBufferMemory per buffer, vkMapMemory.
+std::unique_ptr<backend::Heap> create_heap(const std::shared_ptr<DeviceShared>& d, size_t nbytes);
+/// backend::Device::create_staging_heap: staging memory of at least `nbytes` (rounded to
+/// 4 KiB), nullptr when the driver is out of memory.
+std::unique_ptr<backend::Heap> create_staging_heap(const std::shared_ptr<DeviceShared>& d,
+                                                   size_t nbytes);
 
 /// Records kernels into a command buffer (vk_kernels.cpp). `scratch` is a buffer (of at least
 /// 64 KiB, a multiple of 16 bytes, one VkBuffer) the recorder may use (overlapping copies,
