@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mpsrt/generator.h"
+#include "mpsrt/dtype.h"
 
 namespace mpsrt::backend {
 
@@ -96,30 +96,12 @@ using CompletionFn = std::function<void(const Completion&)>;
 /// A failure of a command buffer, reported by a queue with a completion timeline.
 using ErrorFn = std::function<void(const std::string&)>;
 
-/// A random-number fill, following the stream definition of mpsrt/philox.h.
-enum class RandomOp : uint8_t {
-  Bits,       ///< raw words (uint32 output only)
-  Uniform,    ///< a + (b - a) * u, u uniform in [0, 1)
-  Normal,     ///< a + b * z, z standard normal (Box-Muller on word pairs)
-  IntRange,   ///< low + w % range (range <= 2^32: one word; larger: two); written as the
-              ///< dtype's value of that integer (exact for floats; bool: != 0)
-  Bernoulli,  ///< w < threshold ? 1 : 0
-};
-enum class RandomDType : uint8_t {
-  U8,
-  I32,
-  I64,
-  U32,
-  F16,
-  BF16,
-  F32,
-  F64,
-  Bool,
-  I8,
-  I16,
-  U16,
-  U64
-};
+/// A random-number fill, following the stream definition of mpsrt/philox.h: the op and the
+/// element type are mpsrt/dtype.h's (which op may write which dtype: mpsrt::random_supported;
+/// an element's bytes: mpsrt::dtype_size).
+using RandomOp = mpsrt::RandomOp;
+using RandomDType = mpsrt::DType;
+using mpsrt::random_supported;
 
 struct RandomParams {
   uint64_t count = 0;  ///< elements to write
@@ -134,50 +116,21 @@ struct RandomParams {
   uint64_t threshold = 0;  ///< Bernoulli: philox::bernoulli_threshold(p)
 };
 
-static_assert(static_cast<int>(RandomOp::Bernoulli) ==
-                      static_cast<int>(RandomSpec::Op::Bernoulli) &&
-                  static_cast<int>(RandomDType::Bool) ==
-                      static_cast<int>(RandomSpec::DType::Bool) &&
-                  static_cast<int>(RandomDType::U64) == static_cast<int>(RandomSpec::DType::U64),
-              "backend::RandomOp/RandomDType mirror RandomSpec::Op/DType value for value");
-
-/// True when the kernels implement op with output dtype: mpsrt::random_supported(), the one
-/// rule (the core rejects every other pair before encoding; kernels write nothing for them).
-constexpr bool random_supported(RandomOp op, RandomDType d) noexcept {
-  return mpsrt::random_supported(static_cast<RandomSpec::Op>(op),
-                                 static_cast<RandomSpec::DType>(d));
+/// An integer range wider than 2^32: two words per element.
+inline bool random_is_wide(const RandomParams& p) noexcept {
+  return p.op == RandomOp::IntRange && p.range > (uint64_t(1) << 32);
 }
 
-/// Bytes of one element of dtype d.
-constexpr size_t random_element_size(RandomDType d) noexcept {
-  switch (d) {
-    case RandomDType::U8:
-    case RandomDType::I8:
-    case RandomDType::Bool:
-      return 1;
-    case RandomDType::F16:
-    case RandomDType::BF16:
-    case RandomDType::I16:
-    case RandomDType::U16:
-      return 2;
-    case RandomDType::I32:
-    case RandomDType::U32:
-    case RandomDType::F32:
-      return 4;
-    case RandomDType::I64:
-    case RandomDType::U64:
-    case RandomDType::F64:
-      break;
-  }
-  return 8;
+/// Philox words per element of p (1 or 2; mpsrt::random_words_per_element).
+inline uint32_t random_words_per_element(const RandomParams& p) noexcept {
+  return mpsrt::random_words_per_element(p.op, p.dtype, random_is_wide(p));
 }
 
-/// 32-bit words an op of `p` consumes (the generator advances by ceil(words / 4) blocks).
+/// 32-bit words an op of `p` consumes (the generator advances by ceil(words / 4) blocks): one
+/// or two per element; normal takes them in pairs.
 inline uint64_t random_words(const RandomParams& p) noexcept {
-  const bool two = (p.op == RandomOp::Uniform && p.dtype == RandomDType::F64) ||
-                   (p.op == RandomOp::IntRange && p.range > (uint64_t(1) << 32));
   if (p.op == RandomOp::Normal) return (p.count + 1) / 2 * 2;
-  return two ? 2 * p.count : p.count;
+  return random_words_per_element(p) * p.count;
 }
 
 /// A recording of commands. Commands execute in the order encoded. Not thread-safe: the core

@@ -59,6 +59,7 @@
 
 #include "backends/backend.h"
 #include "backends/recording.h"
+#include "mpsrt/api.h"
 
 namespace mpsrt::backend {
 

@@ -9,16 +9,6 @@
 
 namespace mpsrt::backend {
 
-/// An integer range wider than 2^32: two words per element.
-inline bool random_is_wide(const RandomParams& p) noexcept {
-  return p.op == RandomOp::IntRange && p.range > (uint64_t(1) << 32);
-}
-
-/// Philox words per element (1 or 2); a block of 4 words holds 4 / this many elements.
-inline uint32_t random_words_per_element(const RandomParams& p) noexcept {
-  return ((p.op == RandomOp::Uniform && p.dtype == RandomDType::F64) || random_is_wide(p)) ? 2 : 1;
-}
-
 /// The kernel variant: op, dtype, wide, element size, words per element (the kernels'
 /// constants 0-4), and the key that tells variants apart.
 struct RandomVariant {
@@ -29,7 +19,7 @@ struct RandomVariant {
 inline RandomVariant random_variant(const RandomParams& p) noexcept {
   RandomVariant v{
       {static_cast<uint32_t>(p.op), static_cast<uint32_t>(p.dtype), random_is_wide(p) ? 1u : 0u,
-       static_cast<uint32_t>(random_element_size(p.dtype)), random_words_per_element(p)},
+       static_cast<uint32_t>(dtype_size(p.dtype)), random_words_per_element(p)},
       0};
   v.key = v.values[0] | v.values[1] << 8 | v.values[2] << 16;
   return v;

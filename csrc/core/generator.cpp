@@ -134,80 +134,19 @@ Generator Generator::clone_state() const {
   return Generator(std::make_shared<detail::GeneratorImpl>(seed, offset), device_);
 }
 
-const char* random_dtype_name(RandomSpec::DType dtype) noexcept {
-  static constexpr const char* kNames[] = {"uint8",    "int32",   "int64",   "uint32", "float16",
-                                           "bfloat16", "float32", "float64", "bool",   "int8",
-                                           "int16",    "uint16",  "uint64"};
-  const auto i = static_cast<size_t>(dtype);
-  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : nullptr;
-}
-
-const char* random_op_name(RandomSpec::Op op) noexcept {
-  static constexpr const char* kNames[] = {"bits", "uniform", "normal", "int", "bernoulli"};
-  const auto i = static_cast<size_t>(op);
-  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : nullptr;
-}
-
 namespace {
 
 using detail::Int128;
 using detail::py_float;
 
-// Binary digits of a floating-point dtype's significand (torch's
-// std::numeric_limits<T>::digits), 0 for the others.
-int float_digits(RandomSpec::DType d) noexcept {
-  switch (d) {
-    case RandomSpec::DType::F16:
-      return 11;
-    case RandomSpec::DType::BF16:
-      return 8;
-    case RandomSpec::DType::F32:
-      return 24;
-    case RandomSpec::DType::F64:
-      return 53;
-    default:
-      return 0;
-  }
-}
-
-// [min, max) of the integers IntRange can write into dtype d: the dtype's integers; for a
-// floating-point dtype the integers it holds exactly, [-2^digits, 2^digits] (torch warns
-// beyond them and writes rounded values; mpsrt refuses, so every backend writes the same
-// exact values); bool [0, 2); uint64 [0, 2^63) (torch's bound: from and to - 1 are int64).
+// [min, max) of the integers IntRange can write into dtype d (mpsrt/dtype.h: for a
+// floating-point dtype the integers it holds exactly -- torch warns beyond them and writes
+// rounded values; mpsrt refuses, so every backend writes the same exact values).
 std::pair<Int128, Int128> int_bounds(RandomSpec::DType d) noexcept {
-  using D = RandomSpec::DType;
-  if (const int digits = float_digits(d); digits > 0) {
-    return {-(Int128(1) << digits), (Int128(1) << digits) + 1};
-  }
-  switch (d) {
-    case D::Bool:
-      return {0, 2};
-    case D::U8:
-      return {0, Int128(1) << 8};
-    case D::I8:
-      return {-(Int128(1) << 7), Int128(1) << 7};
-    case D::I16:
-      return {-(Int128(1) << 15), Int128(1) << 15};
-    case D::U16:
-      return {0, Int128(1) << 16};
-    case D::I32:
-      return {-(Int128(1) << 31), Int128(1) << 31};
-    case D::U32:
-      return {0, Int128(1) << 32};
-    case D::U64:
-      return {0, Int128(1) << 63};
-    default:
-      return {-(Int128(1) << 63), Int128(1) << 63};
-  }
+  return {Int128(dtype_info(d).int_min), Int128(dtype_info(d).int_max)};
 }
 
 }  // namespace
-
-RandomIntBounds random_int_bounds(RandomSpec::DType dtype) noexcept {
-  if (random_dtype_name(dtype) == nullptr) return {};
-  const auto [lo, hi] = int_bounds(dtype);
-  return {static_cast<int64_t>(lo), static_cast<uint64_t>(hi)};
-}
 
 namespace {
 
@@ -250,7 +189,7 @@ const char* caller_of(RandomSpec::Op op) noexcept {
 // Says what is wrong with a spec that failed spec_ok(), in the Python layer's words.
 [[noreturn]] MPSRT_COLD void bad_spec(const RandomSpec& s) {
   const char* op = random_op_name(s.op);
-  const char* dt = random_dtype_name(s.dtype);
+  const char* dt = dtype_name(s.dtype);
   if (op == nullptr) {
     detail::throw_invalid("[random] random_fill: invalid op " +
                           std::to_string(static_cast<unsigned>(s.op)) +
@@ -265,10 +204,9 @@ const char* caller_of(RandomSpec::Op op) noexcept {
   }
   if (!random_supported(s.op, s.dtype)) {
     std::string ok;
-    for (uint8_t d = 0; d <= static_cast<uint8_t>(RandomSpec::DType::U64); ++d) {
+    for (int d = 0; d < kDTypeCount; ++d) {
       const auto dd = static_cast<RandomSpec::DType>(d);
-      if (random_supported(s.op, dd))
-        ok += std::string(ok.empty() ? "" : ", ") + random_dtype_name(dd);
+      if (random_supported(s.op, dd)) ok += std::string(ok.empty() ? "" : ", ") + dtype_name(dd);
     }
     detail::throw_invalid(std::string("[random] random_fill: the ") + op + " op cannot write " +
                           dt + "; it writes " + ok);
@@ -298,7 +236,7 @@ const char* caller_of(RandomSpec::Op op) noexcept {
       detail::throw_invalid(
           c + "[" + detail::int128_str(lo) + ", " + detail::int128_str(hi) + ") does not fit in " +
           dt + " ([" + detail::int128_str(dmin) + ", " + detail::int128_str(dmax) + "))" +
-          (float_digits(s.dtype) > 0
+          (dtype_is_float(s.dtype)
                ? std::string("; a ") + dt + " holds the integers of that range exactly"
                : std::string()));
     }
@@ -331,9 +269,9 @@ const char* caller_of(RandomSpec::Op op) noexcept {
                           ") and the stream (device " + std::to_string(stream.device()) +
                           ") must be on one device");
   }
-  const size_t size = backend::random_element_size(static_cast<backend::RandomDType>(spec.dtype));
+  const size_t size = dtype_size(spec.dtype);
   detail::throw_invalid("[random] random_fill: " + std::to_string(count) + " elements of " +
-                        random_dtype_name(spec.dtype) + " need more than the buffer's " +
+                        dtype_name(spec.dtype) + " need more than the buffer's " +
                         std::to_string(buffer.nbytes()) +
                         " bytes; pass count <= " + std::to_string(buffer.nbytes() / size));
 }
@@ -345,7 +283,7 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   // Every check is a compare on the fast path; messages are built out of line.
   if (MPSRT_UNLIKELY(!spec_ok(spec))) bad_spec(spec);
   if (count == 0) return;
-  const size_t elem = backend::random_element_size(static_cast<backend::RandomDType>(spec.dtype));
+  const size_t elem = dtype_size(spec.dtype);
   detail::GeneratorImpl* const gen = detail::Access::impl(generator);
   detail::StreamImpl* const s = detail::Access::impl(stream);
   if (MPSRT_UNLIKELY(gen == nullptr || !buffer.defined() || s == nullptr ||
@@ -357,8 +295,8 @@ void random_fill(Buffer& buffer, uint64_t count, const RandomSpec& spec, Generat
   stream.check_owner();
   backend::RandomParams p;
   p.count = count;
-  p.op = static_cast<backend::RandomOp>(spec.op);
-  p.dtype = static_cast<backend::RandomDType>(spec.dtype);
+  p.op = spec.op;
+  p.dtype = spec.dtype;
   p.a = spec.a;
   p.b = spec.b;
   p.low = spec.low;

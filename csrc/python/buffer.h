@@ -6,15 +6,23 @@
 #include <vector>
 
 #include "mpsrt/allocator.h"
+#include "mpsrt/dtype.h"
 #include "python/bindings.h"
 
 namespace mpsrt::python {
 
+/// A dtype as the bindings use it: mpsrt/dtype.h's, with what the Python side reads of it at
+/// hand (make_dtype derives every field from the one table).
 struct DType {
+  mpsrt::DType id;
   const char* name;
   uint8_t code;  // DLPack type code
   uint8_t bits;
 };
+constexpr DType make_dtype(mpsrt::DType id) noexcept {
+  const DTypeInfo& i = dtype_info(id);
+  return {id, i.name, static_cast<uint8_t>(i.code), static_cast<uint8_t>(8 * i.size)};
+}
 
 inline size_t itemsize(const DType& d) {
   return d.bits / 8;

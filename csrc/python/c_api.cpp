@@ -18,6 +18,25 @@
 namespace mpsrt::python {
 namespace {
 
+// The C API's names are mpsrt/dtype.h's values.
+static_assert(MPSRT_DTYPE_UINT8 == int(DType::U8) && MPSRT_DTYPE_INT32 == int(DType::I32) &&
+                  MPSRT_DTYPE_INT64 == int(DType::I64) && MPSRT_DTYPE_UINT32 == int(DType::U32) &&
+                  MPSRT_DTYPE_FLOAT16 == int(DType::F16) &&
+                  MPSRT_DTYPE_BFLOAT16 == int(DType::BF16) &&
+                  MPSRT_DTYPE_FLOAT32 == int(DType::F32) &&
+                  MPSRT_DTYPE_FLOAT64 == int(DType::F64) && MPSRT_DTYPE_BOOL == int(DType::Bool) &&
+                  MPSRT_DTYPE_INT8 == int(DType::I8) && MPSRT_DTYPE_INT16 == int(DType::I16) &&
+                  MPSRT_DTYPE_UINT16 == int(DType::U16) && MPSRT_DTYPE_UINT64 == int(DType::U64) &&
+                  MPSRT_DTYPE_UINT64 + 1 == kDTypeCount,
+              "MpsrtDType mirrors mpsrt::DType");
+static_assert(MPSRT_RANDOM_BITS == int(RandomOp::Bits) &&
+                  MPSRT_RANDOM_UNIFORM == int(RandomOp::Uniform) &&
+                  MPSRT_RANDOM_NORMAL == int(RandomOp::Normal) &&
+                  MPSRT_RANDOM_INT_RANGE == int(RandomOp::IntRange) &&
+                  MPSRT_RANDOM_BERNOULLI == int(RandomOp::Bernoulli) &&
+                  MPSRT_RANDOM_BERNOULLI + 1 == kRandomOpCount,
+              "MpsrtRandomOp mirrors mpsrt::RandomOp");
+
 thread_local std::string t_last_error;
 
 template <class F>
@@ -262,16 +281,14 @@ const MpsrtCApi kApi = {
     },
     [](int op, int dtype) noexcept -> int {
       if (op < 0 || op > 255 || dtype < 0 || dtype > 255) return 0;
-      return random_supported(static_cast<RandomSpec::Op>(op),
-                              static_cast<RandomSpec::DType>(dtype))
-                 ? 1
-                 : 0;
+      if (op < 0 || op >= kRandomOpCount || dtype < 0 || dtype >= kDTypeCount) return 0;
+      return random_supported(static_cast<RandomOp>(op), static_cast<DType>(dtype)) ? 1 : 0;
     },
     [](int dtype, int64_t* min, uint64_t* max) noexcept {
       return guarded([&] {
-        const RandomIntBounds r = dtype < 0 || dtype > 255
+        const RandomIntBounds r = dtype < 0 || dtype >= kDTypeCount
                                       ? RandomIntBounds{}
-                                      : random_int_bounds(static_cast<RandomSpec::DType>(dtype));
+                                      : random_int_bounds(static_cast<DType>(dtype));
         if (r.max == 0) {
           throw std::invalid_argument("[c_api] random_int_bounds: no dtype " +
                                       std::to_string(dtype));

@@ -14,17 +14,16 @@ namespace mpsrt::python {
 
 namespace {
 
-using DC = nb::dlpack::dtype_code;
+using D = mpsrt::DType;
 
+// In the order error messages list them.
 constexpr DType kDTypes[] = {
-    {"uint8", uint8_t(DC::UInt), 8},     {"int8", uint8_t(DC::Int), 8},
-    {"int16", uint8_t(DC::Int), 16},     {"uint16", uint8_t(DC::UInt), 16},
-    {"int32", uint8_t(DC::Int), 32},     {"uint32", uint8_t(DC::UInt), 32},
-    {"int64", uint8_t(DC::Int), 64},     {"uint64", uint8_t(DC::UInt), 64},
-    {"float16", uint8_t(DC::Float), 16}, {"bfloat16", uint8_t(DC::Bfloat), 16},
-    {"float32", uint8_t(DC::Float), 32}, {"float64", uint8_t(DC::Float), 64},
-    {"bool", uint8_t(DC::Bool), 8},
+    make_dtype(D::U8),   make_dtype(D::I8),   make_dtype(D::I16), make_dtype(D::U16),
+    make_dtype(D::I32),  make_dtype(D::U32),  make_dtype(D::I64), make_dtype(D::U64),
+    make_dtype(D::F16),  make_dtype(D::BF16), make_dtype(D::F32), make_dtype(D::F64),
+    make_dtype(D::Bool),
 };
+static_assert(sizeof(kDTypes) / sizeof(kDTypes[0]) == size_t(kDTypeCount), "every dtype");
 
 const DType* find_dtype(std::string name) {
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
@@ -98,8 +97,8 @@ uint64_t fill_pattern(nb::handle value, const DType& d) {
   if (!is_bool && !is_int && !is_float) {
     type_error_got("fill_(): value must be a bool, int or float", value);
   }
-  if (d.code == uint8_t(DC::Bool)) return PyObject_IsTrue(value.ptr()) ? 1 : 0;
-  if (d.code == uint8_t(DC::Float) || d.code == uint8_t(DC::Bfloat)) {
+  if (d.id == D::Bool) return PyObject_IsTrue(value.ptr()) ? 1 : 0;
+  if (dtype_is_float(d.id)) {
     const double v = PyFloat_AsDouble(value.ptr());
     if (v == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
@@ -116,7 +115,7 @@ uint64_t fill_pattern(nb::handle value, const DType& d) {
       std::memcpy(&u, &f, 4);
       return u;
     }
-    return d.code == uint8_t(DC::Bfloat) ? float_to_bfloat16_bits(f) : float_to_half_bits(f);
+    return d.id == D::BF16 ? float_to_bfloat16_bits(f) : float_to_half_bits(f);
   }
   if (is_float) {
     throw nb::type_error(
@@ -125,7 +124,7 @@ uint64_t fill_pattern(nb::handle value, const DType& d) {
   }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-  const bool is_signed = d.code == uint8_t(DC::Int);
+  const bool is_signed = dtype_info(d.id).code == DLPackCode::Int;
   bool ok = overflow == 0;
   uint64_t u = static_cast<uint64_t>(v);
   if (!ok && !is_signed && d.bits == 64 && overflow > 0) {

@@ -47,20 +47,11 @@ nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> state_array(const RngState& s) {
   return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner);
 }
 
-// The RandomSpec enum value whose name (random_op_name / random_dtype_name) is `name`.
+// The RandomOp whose name (random_op_name) is `name`.
 bool find_op(const std::string& name, Spec::Op* out) {
-  for (uint8_t i = 0; random_op_name(static_cast<Spec::Op>(i)) != nullptr; ++i) {
+  for (int i = 0; i < kRandomOpCount; ++i) {
     if (name == random_op_name(static_cast<Spec::Op>(i))) {
       *out = static_cast<Spec::Op>(i);
-      return true;
-    }
-  }
-  return false;
-}
-bool find_dtype(const std::string& name, Spec::DType* out) {
-  for (uint8_t i = 0; random_dtype_name(static_cast<Spec::DType>(i)) != nullptr; ++i) {
-    if (name == random_dtype_name(static_cast<Spec::DType>(i))) {
-      *out = static_cast<Spec::DType>(i);
       return true;
     }
   }
@@ -99,7 +90,8 @@ BufferObject fill(nb::handle self, PyBuffer& b, const Spec& spec, Generator gen)
 // spec->dtype to its dtype.
 PyBuffer& fill_target(nb::handle self, Spec* spec, const char* caller, const char* needs) {
   PyBuffer& b = buffer_self(self, (std::string(caller) + "()").c_str());
-  if (!find_dtype(b.dtype->name, &spec->dtype) || !random_supported(spec->op, spec->dtype)) {
+  spec->dtype = b.dtype->id;
+  if (!random_supported(spec->op, spec->dtype)) {
     dtype_not_implemented(std::string(caller) + "() " + needs + b.dtype->name);
   }
   return b;
@@ -422,10 +414,7 @@ void bind_module_functions(nb::module_& m) {
         PyBuffer& buf = buffer_self(buffer, (caller + "()").c_str());
         Spec spec;
         if (!find_op(op, &spec.op)) throw nb::value_error(("unknown random op " + op).c_str());
-        if (!find_dtype(buf.dtype->name, &spec.dtype)) {
-          throw nb::value_error(
-              (std::string("random numbers cannot be written as ") + buf.dtype->name).c_str());
-        }
+        spec.dtype = buf.dtype->id;
         spec.a = a;
         spec.b = b;
         spec.low = low;
@@ -451,7 +440,7 @@ void bind_module_functions(nb::module_& m) {
       [](const std::string& op, const std::string& dtype) {
         Spec::Op o;
         Spec::DType d;
-        return find_op(op, &o) && find_dtype(dtype, &d) && random_supported(o, d);
+        return find_op(op, &o) && dtype_from_name(dtype, &d) && random_supported(o, d);
       },
       nb::arg("op"), nb::arg("dtype"),
       "True when the random op ('bits', 'uniform', 'normal', 'int', 'bernoulli') can write "
@@ -460,7 +449,7 @@ void bind_module_functions(nb::module_& m) {
       "_random_int_bounds",
       [](const std::string& dtype) {
         Spec::DType d;
-        if (!find_dtype(dtype, &d)) {
+        if (!dtype_from_name(dtype, &d)) {
           throw nb::value_error(("[random] random numbers cannot be written as " + dtype).c_str());
         }
         const RandomIntBounds b = random_int_bounds(d);

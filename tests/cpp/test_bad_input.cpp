@@ -643,7 +643,7 @@ TEST_P(BadInputTest, RandomSupportedIsTheRuleTheCoreEnforces) {
       const RandomSpec r = spec(static_cast<Op>(op), static_cast<DType>(dt));
       const bool ok = mpsrt::random_supported(r.op, r.dtype);
       EXPECT_EQ(ok, mpsrt::random_op_name(r.op) != nullptr &&
-                        mpsrt::random_dtype_name(r.dtype) != nullptr && (op != 0 || dt == 3) &&
+                        mpsrt::dtype_name(r.dtype) != nullptr && (op != 0 || dt == 3) &&
                         ((op != 1 && op != 2) || (dt >= 4 && dt <= 7)) &&
                         (op != 4 || (dt != 3 && dt != 11 && dt != 12)));
       if (ok) {
@@ -717,7 +717,7 @@ TEST_P(NeighbourTest, RandomFillPastTheEndIsRefusedAndWritesNothing) {
                                                                             : 4;
     for (uint64_t count : {kSize / elem + 1, kSize / elem * 2, uint64_t(1) << 40, kU64Max}) {
       SCOPED_TRACE(std::string(mpsrt::random_op_name(r.op)) + " " +
-                   mpsrt::random_dtype_name(r.dtype) + " count " + std::to_string(count));
+                   mpsrt::dtype_name(r.dtype) + " count " + std::to_string(count));
       EXPECT_THROW(mpsrt::random_fill(b_, count, r, g, s_), std::invalid_argument);
     }
   }
@@ -790,7 +790,7 @@ TEST_P(BadInputTest, NewDtypesAndCloneStateThroughThePublicApi) {
         IntCase{DType::F64, 0, (uint64_t(1) << 53) + 1}, IntCase{DType::Bool, 0, 2},
         IntCase{DType::I8, -128, 256}, IntCase{DType::I16, -5, 11}, IntCase{DType::U16, 0, 65536},
         IntCase{DType::U64, 0, uint64_t(1) << 63}}) {
-    SCOPED_TRACE(mpsrt::random_dtype_name(c.dt));
+    SCOPED_TRACE(mpsrt::dtype_name(c.dt));
     RandomSpec r = spec(Op::IntRange, c.dt);
     r.low = c.low;
     r.range = c.range;

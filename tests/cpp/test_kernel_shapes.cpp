@@ -277,7 +277,7 @@ TEST_P(KernelShapes, RandomFillsAtEveryPhaseEqualTheReference) {
   cases.push_back(c);
   const std::vector<uint64_t> counts = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 1001};
   for (const RandomCase& rc : cases) {
-    const size_t es = mb::random_element_size(rc.dtype);
+    const size_t es = mpsrt::dtype_size(rc.dtype);
     SCOPED_TRACE("op " + std::to_string(int(rc.op)) + " dtype " + std::to_string(int(rc.dtype)));
     struct Region {
       size_t at;

@@ -46,63 +46,15 @@ std::vector<Isa> supported_isas() {
   return out;
 }
 
-constexpr auto elem_size = mpsrt::backend::random_element_size;
-
-const char* op_name(RandomOp op) {
-  switch (op) {
-    case RandomOp::Bits:
-      return "bits";
-    case RandomOp::Uniform:
-      return "uniform";
-    case RandomOp::Normal:
-      return "normal";
-    case RandomOp::IntRange:
-      return "int_range";
-    case RandomOp::Bernoulli:
-      return "bernoulli";
-  }
-  return "?";
-}
-
-const char* dtype_name(RandomDType d) {
-  switch (d) {
-    case RandomDType::U8:
-      return "u8";
-    case RandomDType::I32:
-      return "i32";
-    case RandomDType::I64:
-      return "i64";
-    case RandomDType::U32:
-      return "u32";
-    case RandomDType::F16:
-      return "f16";
-    case RandomDType::BF16:
-      return "bf16";
-    case RandomDType::F32:
-      return "f32";
-    case RandomDType::F64:
-      return "f64";
-    case RandomDType::Bool:
-      return "bool";
-    case RandomDType::I8:
-      return "i8";
-    case RandomDType::I16:
-      return "i16";
-    case RandomDType::U16:
-      return "u16";
-    case RandomDType::U64:
-      return "u64";
-  }
-  return "?";
-}
+constexpr auto elem_size = mpsrt::dtype_size;
 
 std::string describe(const RandomParams& p) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "%s/%s seed=0x%llx offset=0x%llx a=%g b=%g low=%lld range=0x%llx threshold=0x%llx",
-                op_name(p.op), dtype_name(p.dtype), static_cast<unsigned long long>(p.seed),
-                static_cast<unsigned long long>(p.offset), p.a, p.b, static_cast<long long>(p.low),
-                static_cast<unsigned long long>(p.range),
+                mpsrt::random_op_name(p.op), mpsrt::dtype_info(p.dtype).name,
+                static_cast<unsigned long long>(p.seed), static_cast<unsigned long long>(p.offset),
+                p.a, p.b, static_cast<long long>(p.low), static_cast<unsigned long long>(p.range),
                 static_cast<unsigned long long>(p.threshold));
   return buf;
 }
@@ -599,10 +551,11 @@ TEST(RandomKernelPhilox, SupportedCombinations) {
        {RandomDType::U8, RandomDType::I32, RandomDType::I64, RandomDType::U32, RandomDType::F16,
         RandomDType::BF16, RandomDType::F32, RandomDType::F64, RandomDType::Bool, RandomDType::I8,
         RandomDType::I16, RandomDType::U16, RandomDType::U64}) {
-    EXPECT_TRUE(random_supported(RandomOp::IntRange, dt)) << dtype_name(dt);
+    EXPECT_TRUE(random_supported(RandomOp::IntRange, dt)) << mpsrt::dtype_info(dt).name;
     const bool wide_unsigned =
         dt == RandomDType::U16 || dt == RandomDType::U32 || dt == RandomDType::U64;
-    EXPECT_EQ(random_supported(RandomOp::Bernoulli, dt), !wide_unsigned) << dtype_name(dt);
+    EXPECT_EQ(random_supported(RandomOp::Bernoulli, dt), !wide_unsigned)
+        << mpsrt::dtype_info(dt).name;
   }
   EXPECT_FALSE(random_supported(RandomOp::Uniform, RandomDType::I8));
   EXPECT_FALSE(random_supported(RandomOp::Normal, RandomDType::U64));
@@ -689,7 +642,7 @@ TEST(RandomKernelScalar, NormalFloat32IsComputedInFloat32) {
 }
 
 std::string op_param_name(const ::testing::TestParamInfo<RandomOp>& p) {
-  return op_name(p.param);
+  return mpsrt::random_op_name(p.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomKernel, RandomKernelScalar,
@@ -704,7 +657,7 @@ struct IsaOp {
   RandomOp op;
 };
 void PrintTo(const IsaOp& p, std::ostream* os) {
-  *os << mpsrt::cpu::isa_name(p.isa) << " " << op_name(p.op);
+  *os << mpsrt::cpu::isa_name(p.isa) << " " << mpsrt::random_op_name(p.op);
 }
 std::vector<IsaOp> isa_ops() {
   std::vector<IsaOp> out;
@@ -808,7 +761,7 @@ TEST_P(RandomKernelIsa, SplitCallsEqualOneCall) {
 }
 
 std::string isa_op_name(const ::testing::TestParamInfo<IsaOp>& p) {
-  return std::string(mpsrt::cpu::isa_name(p.param.isa)) + "_" + op_name(p.param.op);
+  return std::string(mpsrt::cpu::isa_name(p.param.isa)) + "_" + mpsrt::random_op_name(p.param.op);
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomKernel, RandomKernelIsa, ::testing::ValuesIn(isa_ops()),
@@ -1010,7 +963,7 @@ NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t see
       const uint64_t want = reference_normal(dt, w(e & ~uint64_t(1)), w(e | 1), (e & 1) != 0);
       if (got == want) continue;
       if (verbose && out.inexact < 8) {
-        std::printf("  %s element %llu: got %a, want %a\n", dtype_name(dt),
+        std::printf("  %s element %llu: got %a, want %a\n", mpsrt::dtype_info(dt).name,
                     static_cast<unsigned long long>(done + e), elem_value(dt, got),
                     elem_value(dt, want));
       }
@@ -1032,7 +985,7 @@ TEST_P(RandomKernelTable, NormalAccuracy) {
   const uint64_t count = uint64_t(1) << 18;
   for (RandomDType dt : kNormalDtypes) {
     const NormalErrors e = normal_errors(GetParam(), dt, count, 0x5eed);
-    SCOPED_TRACE(dtype_name(dt));
+    SCOPED_TRACE(mpsrt::dtype_info(dt).name);
     EXPECT_LE(e.max_ulp, dt == RandomDType::F64 ? 4 : 2);
     EXPECT_LE(e.inexact, dt == RandomDType::F64 ? count : count / 200);
   }
@@ -1049,8 +1002,8 @@ TEST(RandomKernelNormal, DISABLED_Accuracy) {
   for (RandomDType dt : kNormalDtypes) {
     const NormalErrors e = normal_errors(isa, dt, count, 0x0123456789abcdefULL, true);
     std::printf("%-7s normal %-5s %llu values: max %lld ulp (float32 ulps: %lld), %llu inexact\n",
-                mpsrt::cpu::isa_name(isa), dtype_name(dt), static_cast<unsigned long long>(count),
-                static_cast<long long>(e.max_ulp),
+                mpsrt::cpu::isa_name(isa), mpsrt::dtype_info(dt).name,
+                static_cast<unsigned long long>(count), static_cast<long long>(e.max_ulp),
                 static_cast<long long>(dt == RandomDType::F64 ? e.max_f32 : e.max_ulp),
                 static_cast<unsigned long long>(e.inexact));
     EXPECT_LE(dt == RandomDType::F64 ? e.max_f32 : e.max_ulp, 2);

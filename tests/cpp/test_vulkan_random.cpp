@@ -26,13 +26,7 @@ using mb::RandomDType;
 using mb::RandomOp;
 using mb::RandomParams;
 
-constexpr auto element_size = mb::random_element_size;
-
-const char* dtype_name(RandomDType d) {
-  static const char* names[] = {"u8",  "i32",  "i64", "u32", "f16", "bf16", "f32",
-                                "f64", "bool", "i8",  "i16", "u16", "u64"};
-  return names[static_cast<int>(d)];
-}
+constexpr auto element_size = mpsrt::dtype_size;
 
 // Distance in float32 ulps of the reference value (in ulps of the element's own type for f16
 // and bf16, whose ulps are coarser).
@@ -180,8 +174,8 @@ TEST_F(VulkanKernels, RandomMatchesTheCpuReference) {
       std::vector<uint8_t> want(bytes + 2 * kGuard, 0xCC);
       mpsrt::cpu::random_scalar(want.data() + kGuard, p, 0, s.count);
       const std::string what = std::string("op ") + std::to_string(int(c.op)) + " " +
-                               dtype_name(c.dtype) + " count " + std::to_string(s.count) +
-                               " misalign " + std::to_string(s.misalign);
+                               mpsrt::dtype_info(c.dtype).name + " count " +
+                               std::to_string(s.count) + " misalign " + std::to_string(s.misalign);
       ASSERT_EQ(std::memcmp(base + at - kGuard + 0, want.data(), kGuard), 0) << what << " head";
       ASSERT_EQ(std::memcmp(base + at + bytes, want.data() + kGuard + bytes, kGuard), 0)
           << what << " tail";
@@ -248,8 +242,9 @@ TEST_F(VulkanKernels, NormalShareOfExactValues) {
     const uint8_t* got = static_cast<const uint8_t*>(h->host_ptr());
     uint64_t differ = 0;
     for (uint64_t e = 0; e < n; ++e) differ += std::memcmp(got + e * es, &want[e * es], es) != 0;
-    std::printf("normal %s: %llu of %llu values differ from the cpu backend\n", dtype_name(d),
-                static_cast<unsigned long long>(differ), static_cast<unsigned long long>(n));
+    std::printf("normal %s: %llu of %llu values differ from the cpu backend\n",
+                mpsrt::dtype_info(d).name, static_cast<unsigned long long>(differ),
+                static_cast<unsigned long long>(n));
     if (d == RandomDType::F32) {
       EXPECT_LE(differ, n / 25);
     }

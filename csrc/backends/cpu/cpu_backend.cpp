@@ -155,7 +155,7 @@ constexpr size_t kParallelRandomBytes = size_t(1) << 20;
 // store whole elements). Cost: one extra pass over the bytes; only such views pay it.
 void run_random_unaligned(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
   constexpr uint64_t kChunk = uint64_t(1) << 14;  // elements: a multiple of 4 (whole blocks)
-  const size_t es = backend::random_element_size(p.dtype);
+  const size_t es = dtype_size(p.dtype);
   std::unique_ptr<uint64_t[]> tmp(new uint64_t[kChunk * es / sizeof(uint64_t)]);
   for (uint64_t first = 0; first < p.count; first += kChunk) {
     backend::RandomParams before = p;  // the elements ahead of this chunk: the words they use
@@ -171,11 +171,11 @@ void run_random_unaligned(const ExecContext& ctx, uint8_t* dst, const backend::R
 void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParams& p) {
   const uint64_t n = p.count;
   if (n == 0) return;
-  if (MPSRT_UNLIKELY(reinterpret_cast<uintptr_t>(dst) % backend::random_element_size(p.dtype))) {
+  if (MPSRT_UNLIKELY(reinterpret_cast<uintptr_t>(dst) % dtype_size(p.dtype))) {
     run_random_unaligned(ctx, dst, p);
     return;
   }
-  const size_t bytes = n * backend::random_element_size(p.dtype);
+  const size_t bytes = n * dtype_size(p.dtype);
   if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || bytes < kParallelRandomBytes) {
     ctx.kernels->random(dst, p, 0, n);
     return;

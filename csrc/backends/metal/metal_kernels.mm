@@ -171,7 +171,7 @@ void Encoder::copy(id<MTLBuffer> src, uint64_t src_off, id<MTLBuffer> dst, uint6
 // Cost: one compute encoder, one dispatch per 2^26 Philox blocks.
 void Encoder::random(id<MTLBuffer> buf, uint64_t offset, const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
-  const uint64_t es = backend::random_element_size(p.dtype);
+  const uint64_t es = dtype_size(p.dtype);
   const uint64_t epb = 4 / backend::random_words_per_element(p);
   const uint64_t chunk = kMaxBlocks * epb;
 

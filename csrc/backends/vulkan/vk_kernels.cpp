@@ -302,7 +302,7 @@ void Recorder::copy_region(const Allocation& src, VkDeviceSize src_off, const Al
 void Recorder::random(const Allocation& a, VkDeviceSize offset,
                       const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
-  const uint64_t es = backend::random_element_size(p.dtype);
+  const uint64_t es = dtype_size(p.dtype);
   const uint64_t epb = 4 / backend::random_words_per_element(p);
   const bool direct = offset % es == 0;
   // Elements per dispatch through the scratch buffer: whole blocks.

@@ -417,7 +417,7 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
   static bool hazard(Segment& s, const Cmd& c) {
     Span w{c.dst, c.dst_off, c.dst_off + c.n};
     if (c.kind == Cmd::kRandom) {
-      w.end = c.dst_off + c.random->count * backend::random_element_size(c.random->dtype);
+      w.end = c.dst_off + c.random->count * dtype_size(c.random->dtype);
     }
     const bool copy = c.kind == Cmd::kCopy;
     const Span r{c.src, c.src_off, c.src_off + c.n};
@@ -437,7 +437,7 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
     const bool needs_scratch =
         (c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
          c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n) ||
-        (c.kind == Cmd::kRandom && c.dst_off % backend::random_element_size(c.random->dtype) != 0);
+        (c.kind == Cmd::kRandom && c.dst_off % dtype_size(c.random->dtype) != 0);
     if (needs_scratch) ensure_scratch();
     Recorder r{*d_, s.cb, scratch_};
     // A command that uses the scratch buffer waits for every earlier one (they may too).

@@ -42,10 +42,33 @@ typedef struct MpsrtStream MpsrtStream;       /* opaque */
 typedef struct MpsrtEvent MpsrtEvent;         /* opaque */
 typedef struct MpsrtGenerator MpsrtGenerator; /* opaque */
 
-/* What a random fill writes: the fields of mpsrt::RandomSpec (mpsrt/generator.h), with `op`
- * and `dtype` the values of its enums (op: 0 bits, 1 uniform, 2 normal, 3 integer range,
- * 4 bernoulli; dtype: 0 uint8, 1 int32, 2 int64, 3 uint32, 4 float16, 5 bfloat16, 6 float32,
- * 7 float64, 8 bool, 9 int8, 10 int16, 11 uint16, 12 uint64). */
+/* mpsrt/dtype.h's element types (mpsrt::DType) and random ops (mpsrt::RandomOp), by name: the
+ * same values (c_api.cpp checks each). */
+enum MpsrtDType {
+  MPSRT_DTYPE_UINT8 = 0,
+  MPSRT_DTYPE_INT32 = 1,
+  MPSRT_DTYPE_INT64 = 2,
+  MPSRT_DTYPE_UINT32 = 3,
+  MPSRT_DTYPE_FLOAT16 = 4,
+  MPSRT_DTYPE_BFLOAT16 = 5,
+  MPSRT_DTYPE_FLOAT32 = 6,
+  MPSRT_DTYPE_FLOAT64 = 7,
+  MPSRT_DTYPE_BOOL = 8,
+  MPSRT_DTYPE_INT8 = 9,
+  MPSRT_DTYPE_INT16 = 10,
+  MPSRT_DTYPE_UINT16 = 11,
+  MPSRT_DTYPE_UINT64 = 12
+};
+enum MpsrtRandomOp {
+  MPSRT_RANDOM_BITS = 0,
+  MPSRT_RANDOM_UNIFORM = 1,
+  MPSRT_RANDOM_NORMAL = 2,
+  MPSRT_RANDOM_INT_RANGE = 3,
+  MPSRT_RANDOM_BERNOULLI = 4
+};
+
+/* What a random fill writes: the fields of mpsrt::RandomSpec (mpsrt/generator.h), `op` an
+ * MpsrtRandomOp and `dtype` an MpsrtDType (ints: any other value is refused). */
 typedef struct MpsrtRandomSpec {
   int op;
   int dtype;

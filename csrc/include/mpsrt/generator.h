@@ -7,6 +7,7 @@
 
 #include "mpsrt/allocator.h"
 #include "mpsrt/api.h"
+#include "mpsrt/dtype.h"
 #include "mpsrt/stream.h"
 
 namespace mpsrt {
@@ -59,27 +60,14 @@ class MPSRT_API Generator {
   int device_ = 0;
 };
 
-/// What a random fill writes (see mpsrt/philox.h for the exact definition).
+/// What a random fill writes (see mpsrt/philox.h for the exact definition): the op, the dtype
+/// (mpsrt/dtype.h: which op may write which dtype is random_supported() there) and the op's
+/// parameters.
 struct RandomSpec {
-  enum class Op : uint8_t { Bits, Uniform, Normal, IntRange, Bernoulli } op = Op::Bits;
-  /// Element type: "uint8", "int32", "int64", "uint32", "float16", "bfloat16", "float32",
-  /// "float64", "bool", "int8", "int16", "uint16" or "uint64" (which ops accept which:
-  /// random_supported()). Values are stable: later dtypes are appended.
-  enum class DType : uint8_t {
-    U8,
-    I32,
-    I64,
-    U32,
-    F16,
-    BF16,
-    F32,
-    F64,
-    Bool,
-    I8,
-    I16,
-    U16,
-    U64
-  } dtype = DType::U32;
+  using Op = RandomOp;
+  using DType = mpsrt::DType;
+  Op op = Op::Bits;
+  DType dtype = DType::U32;
   double a = 0.0;      ///< Uniform: low; Normal: mean
   double b = 1.0;      ///< Uniform: high; Normal: std
   int64_t low = 0;     ///< IntRange: the range is [low, low + range)
@@ -87,45 +75,16 @@ struct RandomSpec {
   double p = 0.5;      ///< Bernoulli: probability of 1
 };
 
-/// Which op writes which element type -- the one rule every layer asks (the Python layer
-/// through mpsrt._C, the backends' kernels through backends/backend.h):
-/// Bits: uint32; Uniform, Normal: float16, bfloat16, float32, float64; IntRange (torch's
-/// random_ / randint): every dtype (integers, floats and bool); Bernoulli: every dtype but
-/// uint16, uint32 and uint64 (torch's bernoulli_ has no kernel for them). False for values
-/// outside the enums.
-constexpr bool random_supported(RandomSpec::Op op, RandomSpec::DType dtype) noexcept {
-  using Op = RandomSpec::Op;
-  using D = RandomSpec::DType;
-  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(D::U64)) return false;
-  switch (op) {
-    case Op::Bits:
-      return dtype == D::U32;
-    case Op::Uniform:
-    case Op::Normal:
-      return dtype == D::F16 || dtype == D::BF16 || dtype == D::F32 || dtype == D::F64;
-    case Op::IntRange:
-      return true;
-    case Op::Bernoulli:
-      return dtype != D::U16 && dtype != D::U32 && dtype != D::U64;
-  }
-  return false;
-}
-
-/// The dtype's name ("uint8", ..., "bool"), or nullptr outside the enum.
-MPSRT_API const char* random_dtype_name(RandomSpec::DType dtype) noexcept;
-/// The op's name ("bits", "uniform", "normal", "int", "bernoulli"), or nullptr outside the enum.
-MPSRT_API const char* random_op_name(RandomSpec::Op op) noexcept;
-
-/// The integers IntRange can write into dtype: [min, max). Integer dtypes: their range
-/// (uint64: [0, 2^63), torch's bound); floating-point dtypes: the integers they hold exactly,
-/// [-2^digits, 2^digits] (so max = 2^digits + 1: float16 11, bfloat16 8, float32 24, float64
-/// 53 digits); bool: [0, 2). `max` is also random_()'s default high (torch's random_() range).
-/// {0, 0} outside the enum.
+/// The integers IntRange can write into dtype: [min, max) (DTypeInfo::int_min / int_max of
+/// mpsrt/dtype.h); `max` is also random_()'s default high. {0, 0} outside the enum.
 struct RandomIntBounds {
   int64_t min = 0;
   uint64_t max = 0;
 };
-MPSRT_API RandomIntBounds random_int_bounds(RandomSpec::DType dtype) noexcept;
+constexpr RandomIntBounds random_int_bounds(DType dtype) noexcept {
+  return dtype_valid(dtype) ? RandomIntBounds{dtype_info(dtype).int_min, dtype_info(dtype).int_max}
+                            : RandomIntBounds{};
+}
 
 /// Fills the first `count` elements of `buffer` on `stream` with the generator's next numbers.
 /// Throws std::invalid_argument, before anything is encoded, when
