@@ -1,13 +1,9 @@
-// The public device, stream and options API (mpsrt/device.h, stream.h, options.h).
+// The public device and backend API (mpsrt/device.h) over the runtime (core/runtime.h).
 #include <string>
 #include <vector>
 
 #include "core/runtime.h"
-#include "core/stream.h"
 #include "mpsrt/device.h"
-#include "mpsrt/error.h"
-#include "mpsrt/options.h"
-#include "mpsrt/stream.h"
 
 namespace mpsrt {
 
@@ -70,10 +66,6 @@ void synchronize(int index) {
 
 uint64_t driver_allocated_memory(int index) {
   return Runtime::get().device(index).backend_device().driver_allocated_bytes();
-}
-
-std::vector<OptionInfo> options() {
-  return detail::describe_options(Runtime::get().options());
 }
 
 }  // namespace mpsrt

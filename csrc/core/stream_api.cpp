@@ -1,9 +1,7 @@
-// The public stream and event API (mpsrt/stream.h, mpsrt/event.h).
-#include <atomic>
+// The public stream API (mpsrt/stream.h) over the core's streams (core/stream.h).
 #include <string>
 
 #include "core/access.h"
-#include "core/event.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
@@ -78,87 +76,22 @@ void Stream::wait_stream(const Stream& other) {
 }
 
 Stream default_stream(int device) {
-  return detail::Access::make_stream(&Runtime::get().device(device).default_stream());
+  return detail::Access::make_stream(&Runtime::get().device(device).streams().default_stream());
 }
 
 Stream current_stream(int device) {
-  return detail::Access::make_stream(&Runtime::get().device(device).current_stream());
+  return detail::Access::make_stream(&Runtime::get().device(device).streams().current());
 }
 
 Stream set_current_stream(const Stream& stream) {
   stream.check_owner();
-  detail::DeviceContext& d = Runtime::get().device(stream.device());
-  return detail::Access::make_stream(&d.set_current_stream(*detail::Access::impl(stream)));
+  detail::DeviceStreams& streams = Runtime::get().device(stream.device()).streams();
+  return detail::Access::make_stream(&streams.set_current(*detail::Access::impl(stream)));
 }
 
 Stream stream_from_pool(int priority, int device) {
-  return detail::Access::make_stream(&Runtime::get().device(device).pool_stream(priority));
-}
-
-// ---------------------------------------------------------------- Event
-namespace {
-std::atomic<uint64_t> g_next_event_id{1};
-}  // namespace
-
-Event::Event(bool enable_timing)
-    : timing_(enable_timing), id_(g_next_event_id.fetch_add(1, std::memory_order_relaxed)) {}
-Event::~Event() = default;
-Event::Event(Event&&) noexcept = default;
-Event& Event::operator=(Event&&) noexcept = default;
-
-namespace {
-void check_event_owner(const detail::EventImpl* e) {
-  if (MPSRT_UNLIKELY(e != nullptr && e->stale())) detail::throw_forked("Event");
-}
-}  // namespace
-
-void Event::record(const Stream& stream) {
-  stream.check_owner();
-  check_event_owner(impl_.get());
-  if (!impl_) {
-    impl_ = std::make_unique<detail::EventImpl>(Runtime::get().device(stream.device()), timing_);
-  }
-  impl_->record(*detail::Access::impl(stream));
-}
-
-void Event::record() {
-  record(current_stream());
-}
-
-void Event::wait(const Stream& stream) const {
-  stream.check_owner();
-  check_event_owner(impl_.get());
-  if (impl_) impl_->wait(*detail::Access::impl(stream));
-}
-
-void Event::wait() const {
-  check_event_owner(impl_.get());
-  if (impl_) impl_->wait(Runtime::get().device(impl_->device_index()).current_stream());
-}
-
-bool Event::query() const {
-  check_event_owner(impl_.get());
-  return !impl_ || impl_->query();
-}
-
-void Event::synchronize() const {
-  check_event_owner(impl_.get());
-  if (impl_) impl_->synchronize();
-}
-
-double Event::elapsed_time(const Event& end) const {
-  if (!timing_ || !end.timing_) detail::throw_elapsed_needs_timing();
-  if (!impl_ || !end.impl_) detail::throw_elapsed_needs_records();
-  check_event_owner(impl_.get());
-  check_event_owner(end.impl_.get());
-  return impl_->elapsed_ms(*end.impl_);
-}
-
-bool Event::recorded() const noexcept {
-  return impl_ && impl_->recorded();
-}
-int Event::device() const noexcept {
-  return impl_ ? impl_->device_index() : -1;
+  return detail::Access::make_stream(
+      &Runtime::get().device(device).streams().pool_stream(priority));
 }
 
 }  // namespace mpsrt
