@@ -14,10 +14,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mpsrt/dtype.h"
@@ -272,13 +275,54 @@ class TraceSink {
   virtual void range_end(uint64_t id) = 0;
 };
 
+/// The runtime's settings as a backend receives them (Backend::configure). Every MPSRT_*
+/// variable is read once, by the core's one options table (core/options.cpp), which validates
+/// and documents it (mpsrt::options(), the README); a backend looks up the variables that
+/// concern it by name and makes its own settings of them. A value is the text mpsrt::options()
+/// shows for the value in force (the default when unset): a decimal number ("50") or a word
+/// ("auto", "shared").
+class Settings {
+ public:
+  void set(std::string name, std::string value) {
+    values_.emplace_back(std::move(name), std::move(value));
+  }
+  /// The value of the variable `name`. Throws std::logic_error when the table has no such
+  /// variable (a backend asking for one is a bug of mpsrt's, found at its first start).
+  const std::string& text(std::string_view name) const {
+    for (const auto& [n, v] : values_) {
+      if (n == name) return v;
+    }
+    throw std::logic_error("[backend] " + std::string(name) +
+                           " is not in the options table; add it to core/options.cpp");
+  }
+  /// The value of a numeric variable (the table has checked its range).
+  int64_t integer(std::string_view name) const {
+    const std::string& t = text(name);
+    char* end = nullptr;
+    const long long v = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || end != t.c_str() + t.size()) {
+      throw std::logic_error("[backend] " + std::string(name) + "='" + t + "' is not a number");
+    }
+    return v;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
 /// A device API. One static instance per backend; open devices are owned by the core.
-/// A backend reads no environment: one with settings of its own declares them in its own
-/// header (cpu/cpu_backend.h: CpuConfig), which the core fills from its options.
+/// A backend reads no environment: it takes its settings from the core's options through
+/// configure(), and names them in its own header where it has any (cpu/cpu_backend.h:
+/// CpuConfig, vulkan/vulkan_backend.h: VulkanConfig).
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const noexcept = 0;
+  /// Takes the backend's settings from the runtime's options. The runtime calls it on the
+  /// backend it chose, each time it starts, before device_count() and open_device(). Throws
+  /// std::invalid_argument for a setting this machine cannot honour, and then changes
+  /// nothing. The default: a backend without settings.
+  virtual void configure(const Settings& settings) { (void)settings; }
   /// True when the backend was compiled in.
   virtual bool is_built() const noexcept = 0;
   /// True when it works on this machine (a driver and at least one device). Never throws.

@@ -20,13 +20,45 @@ void throw_elapsed_needs_records() {
       "record each on a stream first");
 }
 
+// ---------------------------------------------------------------- EventPool
+
+PooledEvent* EventPool::acquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Only an event whose last record has completed may be reused: a stream still waiting on
+  // an older value must not be released by the new owner's records.
+  for (size_t i = free_.size(); i-- > 0;) {
+    PooledEvent* e = free_[i];
+    if (e->event->value() >= e->last_value) {
+      free_[i] = free_.back();
+      free_.pop_back();
+      return e;
+    }
+  }
+  auto e = std::make_unique<PooledEvent>();
+  e->event = device_.create_event();
+  all_.push_back(std::move(e));
+  return all_.back().get();
+}
+
+void EventPool::release(PooledEvent* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(e);
+}
+
+size_t EventPool::in_use() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_.size() - free_.size();
+}
+
+// ---------------------------------------------------------------- EventImpl
+
 EventImpl::EventImpl(DeviceContext& device, bool timing)
-    : device_(device), ev_(device.acquire_event()), timing_(timing) {}
+    : device_(device), ev_(device.events().acquire()), timing_(timing) {}
 
 EventImpl::~EventImpl() {
   // In a forked child the pool is the parent's (its lock may be held by a thread that does
   // not exist here): the event is left behind.
-  if (MPSRT_LIKELY(!stale())) device_.release_event(ev_);
+  if (MPSRT_LIKELY(!stale())) device_.events().release(ev_);
 }
 
 void EventImpl::record(StreamImpl& stream) {

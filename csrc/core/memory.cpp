@@ -244,7 +244,7 @@ void Buffer::copy_to_host(void* dst, size_t n) const {
 // on another stream is).
 void Buffer::stage(const void* from, void* to) const {
   DeviceContext& d = Runtime::get().device(device());
-  detail::StreamImpl& s = d.current_stream();
+  detail::StreamImpl& s = d.streams().current();
   if (&s != block_->stream) alloc_->record_stream(block_, s);
   const backend::BufferRef ref{block_->heap->heap.get(), block_->offset + offset_};
   if (from != nullptr) {

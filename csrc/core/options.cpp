@@ -90,7 +90,9 @@ const Entry kTable[] = {
      },
      [](const Options& o) { return fmt(o.low_watermark_ratio); }},
     {"MPSRT_DEBUG_ALLOCATOR", "PYTORCH_DEBUG_MPS_ALLOCATOR", "0",
-     "Allocator log categories (bitmask): 1 profiling, 2 recycles, 4 allocations, 8 large only.",
+     "Allocator log to stderr (bitmask, 0 to 0xF): 1 heaps obtained and released and "
+     "out-of-memory events, 2 frees, 4 allocations, 8 skip the small pool (large and huge "
+     "pools only).",
      [](const char* var, const std::string& t, Options& o) {
        o.debug_allocator =
            static_cast<uint32_t>(parse_uint(var, t, 0, 0xF, "a bitmask between 0 and 0xF"));
@@ -102,17 +104,20 @@ const Entry kTable[] = {
      },
      [](const Options& o) { return std::to_string(o.cpu_devices); }},
     {"MPSRT_TRACE_SIGNPOSTS", "PYTORCH_MPS_TRACE_SIGNPOSTS", "0",
-     "Profiler signposts from startup (bitmask, torch.mps's ProfileOptions): 1 events, 2 "
-     "intervals, "
-     "4 wait until completed, 8 include schedule time, 16 / 32 intervals / events; 0: off.",
+     "Non-zero starts a profiling session when the runtime starts (bitmask, torch.mps's "
+     "ProfileOptions, 0 to 0x3F): 1 events, 2 intervals, 4 wait until completed, 8 include "
+     "schedule time, 16 intervals, 32 events (none of 1, 2, 16, 32: intervals); 0: off.",
      [](const char* var, const std::string& t, Options& o) {
        o.trace_signposts = static_cast<uint32_t>(
            parse_uint(var, t, 0, 0x3F, "a bitmask between 0 and 0x3F (decimal or 0x hex)"));
      },
      [](const Options& o) { return std::to_string(o.trace_signposts); }},
     {"MPSRT_LOG_PROFILE_INFO", "PYTORCH_MPS_LOG_PROFILE_INFO", "0",
-     "Profiler logging (bitmask, torch.mps's LogOptions): 1 op info, 2 copy info, 8 all stats, "
-     "16 op stats, 32 copy stats, 128 GPU time, 256 kernel time, 512 buffer id; 4/64: no-op.",
+     "Profiler logging to stderr while a session runs (bitmask, torch.mps's LogOptions, 0 to "
+     "0x3FF): 1 each operation, 2 each copy, 4 each host op, 8 all statistics, 16 operation "
+     "statistics, 32 copy statistics, 64 host-op statistics (statistics when the session stops, "
+     "or at exit for one MPSRT_TRACE_SIGNPOSTS started), 128 GPU time, 256 kernel time, 512 "
+     "buffer id in the per-op lines.",
      [](const char* var, const std::string& t, Options& o) {
        o.log_profile_info = static_cast<uint32_t>(
            parse_uint(var, t, 0, 0x3FF, "a bitmask between 0 and 0x3FF (decimal or 0x hex)"));
@@ -265,6 +270,12 @@ std::vector<OptionInfo> describe_options(const Options& o) {
     out.push_back(OptionInfo{e.name, e.alias, e.show(o), e.default_value, e.help});
   }
   return out;
+}
+
+backend::Settings backend_settings(const Options& o) {
+  backend::Settings s;
+  for (const Entry& e : kTable) s.set(e.name, e.show(o));
+  return s;
 }
 
 }  // namespace mpsrt::detail

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "mpsrt/options.h"
 
 namespace mpsrt::detail {
@@ -43,6 +44,10 @@ Options parse_options(const EnvLookup& env);
 
 /// The table in human form, for mpsrt::options() and the README.
 std::vector<OptionInfo> describe_options(const Options& o);
+
+/// The table as the backend receives it (Backend::configure): each variable with the text of
+/// its value in force, as describe_options() shows it.
+backend::Settings backend_settings(const Options& o);
 
 /// Lookup in the process environment.
 const char* process_env(const char* name);

@@ -452,7 +452,7 @@ void AllocatorTrace::on_event(const AllocEvent& e) {
   r.a = e.size;
   r.b = e.address;
   r.device = static_cast<uint8_t>(device_);
-  r.stream = e.pool;
+  r.stream = static_cast<int32_t>(e.pool);
   bool counters = true;
   switch (e.action) {
     case AllocAction::Alloc:

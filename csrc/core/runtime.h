@@ -1,7 +1,7 @@
-// The process-wide runtime: options, the active backend and its devices, opened lazily.
+// The process-wide runtime: options, the active backend (chosen, then given its settings)
+// and its devices (core/device.h), opened lazily; fork handling.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -9,113 +9,12 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/device.h"
 #include "core/options.h"
-#include "mpsrt/device.h"
 
 namespace mpsrt::detail {
 
-class StreamImpl;
-class CachingAllocator;
-class PoolDevice;
-class MemoryStats;
-class History;
-class DebugLog;
-class GeneratorImpl;
-class StagingPool;
-namespace prof {
-class AllocatorTrace;
-}
 inline int& current_device_slot() noexcept;
-
-/// 0 in a process that did not fork; bumped in a child process after fork(). Objects of a
-/// runtime made before the fork (Buffers, Streams, Events) are stale in the child: their
-/// threads stayed in the parent. Cost: one relaxed load.
-extern std::atomic<uint64_t> g_fork_generation;
-inline uint64_t fork_generation() noexcept {
-  return g_fork_generation.load(std::memory_order_relaxed);
-}
-/// Throws mpsrt::Error: `what` belongs to the runtime of the parent process.
-[[noreturn]] MPSRT_COLD void throw_forked(const char* what);
-
-/// A backend timeline event with the bookkeeping that lets it be reused: values only grow
-/// (a late signal from a previous owner can never complete a newer record), and the
-/// timestamp slot the device writes into outlives every command that refers to it.
-struct PooledEvent {
-  std::unique_ptr<backend::TimelineEvent> event;
-  uint64_t last_value = 0;    // highest value ever recorded (guarded by the owner)
-  uint64_t timestamp_ns = 0;  // written by the device at the last timed record
-};
-
-/// One open device: the backend device and the core state that belongs to it.
-class DeviceContext {
- public:
-  DeviceContext(int index, std::unique_ptr<backend::Device> dev, const Options& options);
-  ~DeviceContext();
-  DeviceContext(const DeviceContext&) = delete;
-  DeviceContext& operator=(const DeviceContext&) = delete;
-
-  int index() const noexcept { return index_; }
-  /// True in a child process forked after this device was opened (see fork_generation()).
-  bool stale() const noexcept { return fork_generation_ != fork_generation(); }
-  backend::Device& backend_device() noexcept { return *dev_; }
-  DeviceProperties properties(const char* backend_name) const;
-  StreamImpl& default_stream() noexcept { return *default_stream_; }
-  /// A stream from the device's pool, round-robin within its priority class (as torch.cuda):
-  /// priority < 0 high, 0 normal, > 0 low. Pool streams are created on first use and live as
-  /// long as the device.
-  StreamImpl& pool_stream(int priority);
-  /// The calling thread's current stream on this device (the default stream until set).
-  StreamImpl& current_stream() noexcept;
-  /// Makes s the calling thread's current stream on this device; returns the previous one.
-  StreamImpl& set_current_stream(StreamImpl& s) noexcept;
-  /// Every stream created on the device, the default stream first.
-  std::vector<StreamImpl*> streams();
-  /// Waits for every stream of the device; rethrows the first stream error.
-  void synchronize();
-  /// Waits for every stream without consuming errors.
-  void wait_idle();
-  /// A timeline event from the device's pool. Pooled events live as long as the device, so a
-  /// command still waiting on or signalling a released one stays safe.
-  PooledEvent* acquire_event();
-  void release_event(PooledEvent* e);
-  /// Events acquired and not released (live Events of this device).
-  size_t events_in_use();
-
-  static constexpr int kPoolStreamsPerPriority = 8;
-  static constexpr int kPriorityClasses = 3;
-  CachingAllocator& allocator() noexcept { return *allocator_; }
-  /// The device's default generator, seeded nondeterministically when the device opens.
-  const std::shared_ptr<GeneratorImpl>& default_generator() noexcept { return generator_; }
-  MemoryStats& stats() noexcept { return *stats_; }
-  History& history() noexcept { return *history_; }
-  prof::AllocatorTrace& allocator_trace() noexcept { return *alloc_trace_; }
-  /// The staging pool of host <-> device copies (used where the memory is not host-visible).
-  StagingPool& staging() noexcept { return *staging_; }
-
- private:
-  int index_;
-  std::unique_ptr<backend::Device> dev_;
-  std::unique_ptr<StreamImpl> default_stream_;
-  std::mutex streams_mu_;
-  std::array<std::array<std::unique_ptr<StreamImpl>, kPoolStreamsPerPriority>, kPriorityClasses>
-      pool_;
-  std::array<std::atomic<uint32_t>, kPriorityClasses> pool_next_{};
-  int64_t next_stream_id_ = 1;
-  std::vector<StreamImpl*> all_streams_;  // guarded by streams_mu_
-  std::mutex events_mu_;
-  std::vector<std::unique_ptr<PooledEvent>> all_events_;
-  std::vector<PooledEvent*> free_events_;
-  uint64_t generation_;  // matches the thread-local current-stream table to this device
-  uint64_t fork_generation_ = fork_generation();
-  std::unique_ptr<MemoryStats> stats_;
-  std::unique_ptr<History> history_;
-  std::unique_ptr<DebugLog> debug_log_;
-  std::unique_ptr<prof::AllocatorTrace> alloc_trace_;
-  std::unique_ptr<PoolDevice> pool_device_;  // this device as its allocator sees it
-  std::unique_ptr<CachingAllocator> allocator_;
-  std::unique_ptr<StagingPool> staging_;
-  std::shared_ptr<GeneratorImpl> generator_;
-};
 
 /// The built backends that work on this machine, best first: those with a hardware device in
 /// the order given, then those whose devices are all software ones (Backend::software_only).

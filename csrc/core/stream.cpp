@@ -1,10 +1,15 @@
 #include "core/stream.h"
 
+#include <algorithm>
+#include <exception>
+
 #include "core/allocator/caching_allocator.h"
-#include "core/runtime.h"
+#include "core/device.h"
 #include "mpsrt/error.h"
 
 namespace mpsrt::detail {
+
+// ---------------------------------------------------------------- StreamImpl
 
 StreamImpl::StreamImpl(DeviceContext& device, int64_t id, int priority)
     : AllocStream(id), device_(device), priority_(priority) {
@@ -183,6 +188,100 @@ void StreamImpl::rethrow_error() {
   }
   throw_error("[stream] a command on device " + std::to_string(device_.index()) + " stream " +
               std::to_string(id_) + " failed: " + e + "; the stream stays usable");
+}
+
+// ---------------------------------------------------------------- DeviceStreams
+
+namespace {
+// The calling thread's current stream per device index. An entry counts only for the
+// DeviceStreams whose generation it carries: after a runtime reset every thread starts again
+// from the default streams.
+constexpr size_t kMaxDevices = 64;
+struct CurrentStream {
+  uint64_t generation = 0;  // 0: never set
+  StreamImpl* stream = nullptr;
+};
+thread_local std::array<CurrentStream, kMaxDevices> tls_current;
+std::atomic<uint64_t> g_next_generation{1};
+}  // namespace
+
+DeviceStreams::DeviceStreams(DeviceContext& device)
+    : device_(device),
+      index_(device.index()),
+      generation_(g_next_generation.fetch_add(1, std::memory_order_relaxed)),
+      default_(std::make_unique<StreamImpl>(device, 0, 0)) {
+  all_.push_back(default_.get());
+}
+
+DeviceStreams::~DeviceStreams() {
+  for (auto& cls : pool_) {
+    for (auto& s : cls) s.reset();
+  }
+  default_.reset();
+}
+
+StreamImpl& DeviceStreams::current() noexcept {
+  const CurrentStream& c = tls_current[static_cast<size_t>(index_)];
+  return MPSRT_LIKELY(c.generation == generation_) ? *c.stream : *default_;
+}
+
+StreamImpl& DeviceStreams::set_current(StreamImpl& s) noexcept {
+  CurrentStream& c = tls_current[static_cast<size_t>(index_)];
+  StreamImpl* prev = c.generation == generation_ ? c.stream : default_.get();
+  c = {generation_, &s};
+  return *prev;
+}
+
+StreamImpl& DeviceStreams::pool_stream(int priority) {
+  const int cls = priority < 0 ? 0 : (priority == 0 ? 1 : 2);
+  const uint32_t k = pool_next_[static_cast<size_t>(cls)].fetch_add(1, std::memory_order_relaxed) %
+                     kPoolStreamsPerPriority;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = pool_[static_cast<size_t>(cls)][k];
+  if (!slot) {
+    slot = std::make_unique<StreamImpl>(device_, next_id_++, cls == 0 ? -1 : (cls == 1 ? 0 : 1));
+    all_.push_back(slot.get());
+  }
+  return *slot;
+}
+
+std::vector<StreamImpl*> DeviceStreams::all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_;
+}
+
+void DeviceStreams::synchronize() {
+  // Commit every stream's open work but one, so their work runs side by side; then wait for
+  // the one left open first: its synchronize() may run that work on this thread (no hand-off,
+  // the data stays in this core's cache) while the others run on their queues. Every stream is
+  // waited for even when one failed; the first failure is raised after.
+  std::vector<StreamImpl*> streams = all();
+  StreamImpl* inline_one = nullptr;
+  for (StreamImpl* s : streams) {
+    if (!s->has_open_work()) continue;
+    if (inline_one != nullptr) inline_one->flush();
+    inline_one = s;
+  }
+  if (inline_one != nullptr) {
+    std::iter_swap(streams.begin(), std::find(streams.begin(), streams.end(), inline_one));
+  }
+  std::exception_ptr first;
+  for (StreamImpl* s : streams) {
+    try {
+      s->synchronize();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void DeviceStreams::wait_idle() {
+  for (StreamImpl* s : all()) s->wait_idle();
+}
+
+void DeviceStreams::flush() {
+  for (StreamImpl* s : all()) s->flush();
 }
 
 }  // namespace mpsrt::detail

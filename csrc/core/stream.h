@@ -1,13 +1,17 @@
-// A stream: an in-order queue of work on one device. Encoded commands are batched into one
-// open command buffer, which is committed according to a SyncType.
+// Streams: in-order queues of work on one device. StreamImpl is one stream: encoded commands
+// are batched into one open command buffer, which is committed according to a SyncType.
+// DeviceStreams is a device's set of them: the default stream, the pool, and each thread's
+// current stream. The public API (mpsrt/stream.h) is in stream_api.cpp.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/allocator/interfaces.h"
@@ -125,6 +129,54 @@ class StreamImpl final : public AllocStream {
   std::unique_ptr<prof::Batch> profiled_;  // profiled commands of the open command buffer
   std::mutex error_mu_;
   std::string error_;
+};
+
+/// The streams of one device: the default stream (id 0), a pool of kPoolStreamsPerPriority
+/// streams per priority class, and each thread's current stream. Every stream lives as long
+/// as the device.
+class DeviceStreams {
+ public:
+  static constexpr int kPoolStreamsPerPriority = 8;
+  static constexpr int kPriorityClasses = 3;
+
+  explicit DeviceStreams(DeviceContext& device);
+  /// Destroys the pool streams, then the default stream (each waits for its work first).
+  ~DeviceStreams();
+  DeviceStreams(const DeviceStreams&) = delete;
+  DeviceStreams& operator=(const DeviceStreams&) = delete;
+
+  StreamImpl& default_stream() noexcept { return *default_; }
+  /// A stream from the pool, round-robin within its priority class (as torch.cuda): priority
+  /// < 0 high, 0 normal, > 0 low. Pool streams are created on first use.
+  StreamImpl& pool_stream(int priority);
+  /// The calling thread's current stream on this device (the default stream until set).
+  /// Cost: a thread-local read and a compare.
+  StreamImpl& current() noexcept;
+  /// Makes s the calling thread's current stream on this device; returns the previous one.
+  StreamImpl& set_current(StreamImpl& s) noexcept;
+  /// Every stream created so far, the default stream first.
+  std::vector<StreamImpl*> all();
+  /// Commits every stream's open work but one, then waits for all of them; rethrows the first
+  /// stream error once every stream has been waited for.
+  void synchronize();
+  /// Waits for every stream without consuming errors.
+  void wait_idle();
+  /// Commits every stream's open work, waiting for none of it.
+  void flush();
+
+ private:
+  DeviceContext& device_;
+  const int index_;  // the device's index: its entry in each thread's current-stream table
+  // Tells this device's entries of the threads' current-stream tables from those of a device
+  // of an earlier runtime at the same index (unique per DeviceStreams in the process).
+  const uint64_t generation_;
+  std::unique_ptr<StreamImpl> default_;
+  std::mutex mu_;
+  std::array<std::array<std::unique_ptr<StreamImpl>, kPoolStreamsPerPriority>, kPriorityClasses>
+      pool_;  // guarded by mu_
+  std::array<std::atomic<uint32_t>, kPriorityClasses> pool_next_{};
+  int64_t next_id_ = 1;           // guarded by mu_
+  std::vector<StreamImpl*> all_;  // guarded by mu_
 };
 
 }  // namespace mpsrt::detail

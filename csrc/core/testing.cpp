@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/allocator/caching_allocator.h"
+#include "core/event.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/error.h"
@@ -25,7 +26,7 @@ void reset_runtime(const std::map<std::string, std::string>* env) {
                           "; delete them first");
     }
     // An Event refers to its device, which the reset destroys.
-    if (const size_t events = d->events_in_use()) {
+    if (const size_t events = d->events().in_use()) {
       detail::throw_error("[runtime] _reset_runtime: " + std::to_string(events) +
                           " live Event(s) on device " + std::to_string(d->index()) +
                           "; delete them first");
@@ -46,7 +47,9 @@ struct RawHeap::Impl {
   std::unique_ptr<backend::Heap> heap;
   size_t nbytes = 0;
   int device = 0;
-  detail::StreamImpl& stream() { return detail::Runtime::get().device(device).default_stream(); }
+  detail::StreamImpl& stream() {
+    return detail::Runtime::get().device(device).streams().default_stream();
+  }
 };
 
 RawHeap::RawHeap(size_t nbytes, int device) : impl_(std::make_unique<Impl>()) {

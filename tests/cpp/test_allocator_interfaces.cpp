@@ -1,4 +1,4 @@
-// The caching allocator on its own: driven through a fake PoolDevice and fake AllocStreams
+// The caching allocator on its own: driven through a fake AllocDevice and fake AllocStreams
 // (core/allocator/interfaces.h), with no runtime, DeviceContext or backend device. The fakes
 // say exactly what the allocator asks of a device and a stream, and let the tests set a
 // stream's fence and its completion by hand.
@@ -16,10 +16,10 @@
 
 namespace {
 
+using mpsrt::detail::AllocDevice;
 using mpsrt::detail::AllocStream;
 using mpsrt::detail::Block;
 using mpsrt::detail::CachingAllocator;
-using mpsrt::detail::PoolDevice;
 
 constexpr size_t kMiB = size_t(1) << 20;
 
@@ -67,7 +67,7 @@ class FakeHeap final : public mpsrt::backend::Heap {
   int* destroyed_;
 };
 
-class FakeDevice final : public PoolDevice {
+class FakeDevice final : public AllocDevice {
  public:
   int index() const noexcept override { return 3; }
   uint64_t recommended_max_memory() const noexcept override { return uint64_t(1) << 30; }

@@ -2,6 +2,7 @@
 // alias, its default and the errors for bad values, parsed from a fake environment.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -368,6 +369,37 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
           EXPECT_EQ(j.value, i.default_value);
         }
       }
+    }
+  }
+}
+
+// What a backend receives (Backend::configure): every variable of the table, by name, with the
+// text describe_options() shows for its value in force.
+TEST(Options, BackendSettingsAreTheTableWithItsValuesInForce) {
+  const Options o = parse({{"MPSRT_CPU_SPIN_US", "7"},
+                           {"MPSRT_VULKAN_QUEUES", "shared"},
+                           {"MPSRT_STAGING_BYTES", "0x100000"},
+                           {"PYTORCH_DEBUG_MPS_ALLOCATOR", "0x3"}});
+  const mpsrt::backend::Settings s = mpsrt::detail::backend_settings(o);
+  for (const mpsrt::OptionInfo& i : mpsrt::detail::describe_options(o)) {
+    EXPECT_EQ(s.text(i.name), i.value) << i.name;
+  }
+  EXPECT_EQ(s.integer("MPSRT_CPU_SPIN_US"), 7);
+  EXPECT_EQ(s.integer("MPSRT_STAGING_BYTES"), 1 << 20);
+  EXPECT_EQ(s.integer("MPSRT_DEBUG_ALLOCATOR"), 3);
+  EXPECT_EQ(s.text("MPSRT_VULKAN_QUEUES"), "shared");
+  EXPECT_EQ(s.text("MPSRT_CPU_ISA"), "auto");
+  // A backend asking for a variable the table lacks, or for a word as a number, is a bug of
+  // mpsrt's: std::logic_error, not the std::invalid_argument of a user's bad value.
+  for (const auto& ask : std::vector<std::function<void()>>{
+           [&] { s.text("MPSRT_NO_SUCH_VARIABLE"); }, [&] { s.integer("MPSRT_CPU_ISA"); }}) {
+    try {
+      ask();
+      ADD_FAILURE() << "no exception";
+    } catch (const std::invalid_argument& e) {
+      ADD_FAILURE() << "std::invalid_argument: " << e.what();
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("MPSRT_"), std::string::npos) << e.what();
     }
   }
 }

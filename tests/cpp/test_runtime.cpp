@@ -135,6 +135,32 @@ TEST_F(RuntimeTest, CpuIsaReachesTheDevice) {
   EXPECT_EQ(mpsrt::get_device_properties(0).details, "kernels=scalar");
 }
 
+// The core hands the vulkan backend its MPSRT_VULKAN_* settings without knowing what they are
+// (Backend::configure); the device's details show what it made of them.
+TEST_F(RuntimeTest, VulkanSettingsReachTheDevice) {
+  if (!mpsrt::backend::vulkan_backend().is_available()) GTEST_SKIP() << "no vulkan device";
+  use_env({{"MPSRT_BACKEND", "vulkan"},
+           {"MPSRT_VULKAN_QUEUES", "shared"},
+           {"MPSRT_VULKAN_MEMORY", "discrete"},
+           {"MPSRT_VULKAN_WORKGROUP", "64"},
+           {"MPSRT_VULKAN_UNROLL", "4"},
+           {"MPSRT_VULKAN_VECTOR", "4"},
+           {"MPSRT_VULKAN_COPY", "dma"}});
+  const std::string details = mpsrt::get_device_properties(0).details;
+  for (const char* want :
+       {"(one shared)", "memory=discrete", "workgroup=64", "unroll=4", "vector=4", "copy=dma"}) {
+    EXPECT_NE(details.find(want), std::string::npos) << want << " is not in: " << details;
+  }
+  EXPECT_FALSE(mpsrt::get_device_properties(0).unified_memory);
+  // And a runtime without them has the defaults again.
+  use_env({{"MPSRT_BACKEND", "vulkan"}});
+  const std::string defaults = mpsrt::get_device_properties(0).details;
+  for (const char* want : {"unroll=2", "vector=16", "copy=kernel"}) {
+    EXPECT_NE(defaults.find(want), std::string::npos) << want << " is not in: " << defaults;
+  }
+  EXPECT_EQ(defaults.find("(one shared)"), std::string::npos) << defaults;
+}
+
 TEST_F(RuntimeTest, BackendNameAndLists) {
   use_env({{"MPSRT_BACKEND", "cpu"}});
   EXPECT_EQ(mpsrt::backend_name(), "cpu");

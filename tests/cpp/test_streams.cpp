@@ -640,7 +640,7 @@ TEST_P(StreamTest, PoolIsRoundRobinPerPriority) {
   EXPECT_EQ(dflt.priority(), 0);
   EXPECT_EQ(dflt.device(), 0);
   std::set<int64_t> ids;
-  constexpr int kPool = mpsrt::detail::DeviceContext::kPoolStreamsPerPriority;
+  constexpr int kPool = mpsrt::detail::DeviceStreams::kPoolStreamsPerPriority;
   for (int p : {-1, 0, 1}) {
     std::vector<Stream> got;
     for (int i = 0; i < 3 * kPool; ++i) got.push_back(mpsrt::stream_from_pool(p));

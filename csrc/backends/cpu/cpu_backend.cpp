@@ -444,6 +444,14 @@ class CpuBackend final : public backend::Backend {
     isa_ = isa;
     cfg_ = config;
   }
+  void configure(const backend::Settings& s) override {
+    CpuConfig c;
+    c.devices = static_cast<int>(s.integer("MPSRT_CPU_DEVICES"));
+    c.spin_ns = s.integer("MPSRT_CPU_SPIN_US") * 1000;
+    c.isa = s.text("MPSRT_CPU_ISA");
+    c.threads = static_cast<int>(s.integer("MPSRT_CPU_THREADS"));
+    configure(c);
+  }
   bool is_built() const noexcept override { return true; }
   void after_fork_child() noexcept override {
     // The shared kernel thread pool's threads stayed in the parent: new devices make a new one.

@@ -1,6 +1,7 @@
 // The cpu backend's own settings. They are not part of the backend interface (backend.h):
-// the core fills them from its options (MPSRT_CPU_*) and applies them when the cpu backend is
-// the one it runs on; the backend reads no environment itself.
+// the backend makes them from the runtime's options (MPSRT_CPU_*) that the core hands it
+// through Backend::configure(Settings) when the cpu backend is the one it runs on; the
+// backend reads no environment itself. mpsrt's C++ tests apply them directly.
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,18 @@ class Backend final : public backend::Backend {
     std::lock_guard<std::mutex> lock(mu_);
     cfg_ = config;
   }
+  void configure(const backend::Settings& s) override {
+    VulkanConfig c;
+    c.spin_ns = s.integer("MPSRT_VULKAN_SPIN_US") * 1000;
+    c.shared_queue = s.text("MPSRT_VULKAN_QUEUES") == "shared";
+    c.force_discrete = s.text("MPSRT_VULKAN_MEMORY") == "discrete";
+    c.workgroup = static_cast<uint32_t>(s.integer("MPSRT_VULKAN_WORKGROUP"));
+    c.groups_per_sm = static_cast<uint32_t>(s.integer("MPSRT_VULKAN_GROUPS_PER_SM"));
+    c.unroll = static_cast<uint32_t>(s.integer("MPSRT_VULKAN_UNROLL"));
+    c.vector_bytes = static_cast<uint32_t>(s.integer("MPSRT_VULKAN_VECTOR"));
+    c.copy_kernel = s.text("MPSRT_VULKAN_COPY") == "kernel";
+    configure(c);
+  }
   bool is_built() const noexcept override { return true; }
   bool is_available() noexcept override {
     try {

@@ -1,6 +1,7 @@
 // The vulkan backend's own settings. They are not part of the backend interface (backend.h):
-// the core fills them from its options (MPSRT_VULKAN_*) and applies them when the vulkan
-// backend is the one it runs on; the backend reads no environment itself. No Vulkan type
+// the backend makes them from the runtime's options (MPSRT_VULKAN_*) that the core hands it
+// through Backend::configure(Settings) when the vulkan backend is the one it runs on; the
+// backend reads no environment itself. mpsrt's C++ tests apply them directly. No Vulkan type
 // appears here, and a build without the backend (no_vulkan.cpp) accepts and ignores them.
 #pragma once
 

@@ -54,18 +54,6 @@ void merge_fences(std::vector<StreamFence>& into, const std::vector<StreamFence>
 
 }  // namespace
 
-const char* pool_name(Pool p) noexcept {
-  switch (p) {
-    case Pool::Small:
-      return "small";
-    case Pool::Large:
-      return "large";
-    case Pool::Huge:
-      break;
-  }
-  return "huge";
-}
-
 uint64_t Block::address() const noexcept {
   return heap->base + offset;
 }
@@ -78,7 +66,7 @@ bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const 
   return a->offset < b->offset;
 }
 
-CachingAllocator::CachingAllocator(PoolDevice& device, double high_ratio, double low_ratio)
+CachingAllocator::CachingAllocator(AllocDevice& device, double high_ratio, double low_ratio)
     : device_(device),
       recommended_max_(device.recommended_max_memory()),
       high_ratio_(high_ratio),
@@ -279,7 +267,7 @@ Block* CachingAllocator::try_new_heap(Pool pool, size_t size, size_t heap_size, 
   reserved_ += rec->size;
   update_pressure();
   AllocEvent e{AllocAction::SegmentAlloc};
-  e.pool = static_cast<int>(pool);
+  e.pool = pool;
   e.address = rec->base;
   e.size = rec->size;
   e.context = &rec->context;
@@ -294,7 +282,7 @@ void CachingAllocator::release_heap(HeapRec* h, const ContextPtr* ctx) {
   reserved_ -= h->size;
   update_pressure();
   AllocEvent e{AllocAction::SegmentFree};
-  e.pool = static_cast<int>(h->pool);
+  e.pool = h->pool;
   e.address = h->base;
   e.size = h->size;
   e.context = ctx != nullptr && *ctx != nullptr ? ctx : &h->context;
@@ -353,7 +341,7 @@ Block* CachingAllocator::allocate(size_t nbytes, AllocStream& stream) {
   b->id = ++next_block_id_;
   b->context = std::move(ctx);
   AllocEvent e{AllocAction::Alloc};
-  e.pool = static_cast<int>(sc.pool);
+  e.pool = sc.pool;
   e.address = b->address();
   e.size = b->size;
   e.requested = nbytes;
@@ -368,7 +356,7 @@ void CachingAllocator::refuse_oversize(size_t nbytes) {
   const size_t max_buffer = max_buffer_;
   {
     std::lock_guard<SpinLock> lock(mu_);
-    emit(AllocEvent{AllocAction::Oom, 0, 0, nbytes});
+    emit(AllocEvent{AllocAction::Oom, Pool::Small, 0, nbytes});
   }
   throw_oom("[allocator] cannot allocate " + human(nbytes) + " on device " +
             std::to_string(device_.index()) + ": larger than the device's max_buffer_size (" +
@@ -464,7 +452,7 @@ Block* CachingAllocator::after_reclaim_callbacks(Request& r, std::unique_lock<Sp
 }
 
 void CachingAllocator::raise_oom(Pool pool, size_t size, size_t heap_size, bool limited) {
-  emit(AllocEvent{AllocAction::Oom, static_cast<int>(pool), 0, size});
+  emit(AllocEvent{AllocAction::Oom, pool, 0, size});
   const uint64_t limit = high_limit();
   std::string msg = "[allocator] out of memory on device " + std::to_string(device_.index()) +
                     ": tried to allocate " + human(size) + " from the " + pool_name(pool) +
@@ -501,7 +489,7 @@ void CachingAllocator::free(Block* b) noexcept {
   {
     std::lock_guard<SpinLock> lock(mu_);
     AllocEvent e{AllocAction::FreeRequested};
-    e.pool = static_cast<int>(b->pool);
+    e.pool = b->pool;
     e.address = b->address();
     e.size = b->size;
     e.requested = b->requested;

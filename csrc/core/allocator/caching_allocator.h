@@ -1,5 +1,5 @@
 // The caching allocator: one per device, over heaps from the backend. It sees the device and
-// its streams only through core/allocator/interfaces.h (PoolDevice, AllocStream).
+// its streams only through core/allocator/interfaces.h (AllocDevice, AllocStream).
 //
 // Size classes (after torch.mps's MPSAllocator), with split and coalesce of free blocks:
 //   request <= 1 MiB   -> small pool, 8 MiB heaps,  sizes rounded to 512 B
@@ -53,10 +53,6 @@
 namespace mpsrt::detail {
 
 struct HeapRec;
-
-enum class Pool : uint8_t { Small = 0, Large = 1, Huge = 2 };
-constexpr int kNumPools = 3;
-const char* pool_name(Pool p) noexcept;
 
 constexpr size_t kBlockAlign = 512;
 constexpr size_t kSmallRequest = size_t(1) << 20;
@@ -115,7 +111,7 @@ struct HeapRec {
 
 class CachingAllocator {
  public:
-  CachingAllocator(PoolDevice& device, double high_ratio, double low_ratio);
+  CachingAllocator(AllocDevice& device, double high_ratio, double low_ratio);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -137,7 +133,7 @@ class CachingAllocator {
   uint64_t reserved_bytes() const;
   uint64_t recommended_max() const noexcept { return recommended_max_; }
   /// True in a child process forked after this allocator was made: its memory is the parent's.
-  /// Cost: one virtual call (PoolDevice::stale); every Buffer's release asks it.
+  /// Cost: one virtual call (AllocDevice::stale); every Buffer's release asks it.
   bool stale() const noexcept { return device_.stale(); }
   uint64_t high_limit() const;
   /// True when reserved memory is past 90% of the low watermark (lock-free, approximate).
@@ -207,7 +203,7 @@ class CachingAllocator {
     bool operator()(const Block* a, const Block* b) const noexcept;
   };
 
-  PoolDevice& device_;
+  AllocDevice& device_;
   const uint64_t recommended_max_;
   double high_ratio_;
   const double low_ratio_;

@@ -1,9 +1,5 @@
 // MPSRT_DEBUG_ALLOCATOR: an observer that logs allocator events to stderr. Registered only
 // when the variable is set, so it costs nothing otherwise and never changes behaviour.
-//   1  heaps obtained from and returned to the backend, out-of-memory events
-//   2  frees (blocks returning to the cache)
-//   4  allocations
-//   8  large only: skip events of the small pool
 #pragma once
 
 #include <cstdint>
@@ -11,6 +7,14 @@
 #include "core/allocator/events.h"
 
 namespace mpsrt::detail {
+
+/// MPSRT_DEBUG_ALLOCATOR bits (the options table's help text says the same).
+enum DebugAllocatorBits : uint32_t {
+  kDebugHeaps = 1,      // heaps obtained from and returned to the backend, out-of-memory events
+  kDebugFrees = 2,      // frees (blocks returning to the cache)
+  kDebugAllocs = 4,     // allocations
+  kDebugLargeOnly = 8,  // skip the events of the small pool (large and huge pools only)
+};
 
 class DebugLog final : public AllocatorObserver {
  public:

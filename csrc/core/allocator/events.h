@@ -16,6 +16,22 @@ namespace mpsrt::detail {
 using Context = StackFrames;
 using ContextPtr = std::shared_ptr<const Context>;
 
+/// The allocator's pools (core/allocator/caching_allocator.h: the size classes).
+enum class Pool : uint8_t { Small = 0, Large = 1, Huge = 2 };
+constexpr int kNumPools = 3;
+/// "small", "large" or "huge" (snapshots, logs, messages).
+constexpr const char* pool_name(Pool p) noexcept {
+  switch (p) {
+    case Pool::Small:
+      return "small";
+    case Pool::Large:
+      return "large";
+    case Pool::Huge:
+      break;
+  }
+  return "huge";
+}
+
 enum class AllocAction : uint8_t {
   Alloc,           // a block handed out
   FreeRequested,   // the user freed it (stream-ordered: may still be in use)
@@ -30,7 +46,7 @@ enum class AllocAction : uint8_t {
 
 struct AllocEvent {
   AllocAction action;
-  int pool = 0;  // Pool as int
+  Pool pool = Pool::Small;
   uint64_t address = 0;
   size_t size = 0;       // block or heap bytes
   size_t requested = 0;  // bytes asked for (Alloc / FreeRequested)

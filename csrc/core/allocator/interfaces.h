@@ -2,10 +2,11 @@
 // which knows a stream only as a stream/event pair and gets memory from an upstream resource):
 //   AllocStream -- a stream: its id, the fence its work so far will reach, and whether its
 //                  completion event has reached a fence;
-//   PoolDevice  -- the device the pool lives on: heaps, limits, and the device-wide steps of
-//                  empty_cache() and the out-of-memory ladder.
-// The core's StreamImpl is an AllocStream and DeviceContext provides a PoolDevice; the C++
-// tests drive the allocator through fakes of both.
+//   AllocDevice -- the device the allocator's pools live on: heaps, limits, and the
+//                  device-wide steps of empty_cache() and the out-of-memory ladder.
+// The core's StreamImpl is an AllocStream; a DeviceContext provides an AllocDevice through
+// an adaptor (AllocDeviceAdaptor, core/device.cpp). The C++ tests drive the allocator through
+// fakes of both.
 #pragma once
 
 #include <atomic>
@@ -59,10 +60,11 @@ class AllocStream {
   backend::TimelineEvent* completed_ = nullptr;
 };
 
-/// The device a pool lives on. Called outside the allocator's lock except create_heap().
-class PoolDevice {
+/// The device the allocator's pools live on. Called outside the allocator's lock except
+/// create_heap().
+class AllocDevice {
  public:
-  virtual ~PoolDevice() = default;
+  virtual ~AllocDevice() = default;
   virtual int index() const noexcept = 0;
   virtual uint64_t recommended_max_memory() const noexcept = 0;
   virtual uint64_t max_buffer_size() const noexcept = 0;

@@ -3,13 +3,13 @@
 namespace mpsrt::detail {
 
 namespace {
-void add(StatArray& a, int pool, int64_t n) {
+void add(StatArray& a, Pool pool, int64_t n) {
   a[0].add(n);
-  a[pool == 0 ? 1 : 2].add(n);
+  a[pool == Pool::Small ? 1 : 2].add(n);
 }
-void sub(StatArray& a, int pool, int64_t n) {
+void sub(StatArray& a, Pool pool, int64_t n) {
   a[0].sub(n);
-  a[pool == 0 ? 1 : 2].sub(n);
+  a[pool == Pool::Small ? 1 : 2].sub(n);
 }
 }  // namespace
 
