@@ -286,7 +286,8 @@ const char* op_name(Op op) noexcept {
       "normal",     "random_int",     "bernoulli",      "host_callback", "event_record",
       "event_wait", "command_buffer", "copy_to_host"};
   static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Op::kCount));
-  return kNames[static_cast<size_t>(op)];
+  const auto i = static_cast<size_t>(op);
+  return MPSRT_LIKELY(i < static_cast<size_t>(Op::kCount)) ? kNames[i] : "unknown";
 }
 
 Batch* new_batch(int device, int64_t stream, int64_t host_offset_ns) {
@@ -516,7 +517,7 @@ uint64_t Snapshot::dropped() const {
 std::string_view record_name(const ThreadRecords& t, const Record& r) {
   if (r.kind == Kind::Mark || r.kind == Kind::Range || r.kind == Kind::AsyncRange ||
       r.kind == Kind::HostOp) {
-    return t.strings[r.name];
+    return r.name < t.strings.size() ? std::string_view(t.strings[r.name]) : "unknown";
   }
   switch (r.kind) {
     case Kind::Alloc:
@@ -533,8 +534,9 @@ std::string_view record_name(const ThreadRecords& t, const Record& r) {
       return "empty_cache";
     case Kind::Counter:
       return "memory";
-    default:
-      return op_name(static_cast<Op>(r.name));
+    default:  // checked before the cast: an Op is 8 bits, a name 32
+      return r.name < static_cast<uint32_t>(Op::kCount) ? op_name(static_cast<Op>(r.name))
+                                                        : "unknown";
   }
 }
 
