@@ -101,9 +101,9 @@ TEST_P(ProfilerTest, ASessionRecordsEncodesDeviceIntervalsAndTheirCommandBuffer)
   EXPECT_EQ(count(json, "\"commands\":3"), 1u);
 }
 
-// A platform sink (os_signpost on Apple) sees a session's encodes, completions, marks and
+// A trace sink (os_signpost on Apple) sees a session's encodes, completions, marks and
 // ranges, with each range ended by the id its begin returned, and nothing outside a session.
-class RecordingSink final : public mpsrt::detail::prof::PlatformSink {
+class RecordingSink final : public mpsrt::backend::TraceSink {
  public:
   void encode(const char* op, int64_t, uint64_t) override { log("encode " + std::string(op)); }
   void completed(const char* op, int64_t, uint64_t) override {
@@ -135,11 +135,11 @@ class RecordingSink final : public mpsrt::detail::prof::PlatformSink {
   uint64_t next_ = 100;
 };
 
-TEST_P(ProfilerTest, APlatformSinkSeesTheSessionOnly) {
+TEST_P(ProfilerTest, ATraceSinkSeesTheSessionOnly) {
   namespace prof = mpsrt::detail::prof;
   static RecordingSink sink;  // a sink must outlive its use (the profiler never frees one)
   sink.clear();
-  prof::PlatformSink* previous = prof::set_platform_sink(&sink);
+  mpsrt::backend::TraceSink* previous = prof::set_platform_sink(&sink);
   Stream s = mpsrt::default_stream();
   Buffer b(4096, s);
   b.fill(1, 1, s);
