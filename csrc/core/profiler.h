@@ -1,5 +1,13 @@
 // The profiler's core side: the flags the hot paths test, the records, and the hooks the
 // streams and the allocator call while a session runs. See mpsrt/profiler.h for the API.
+//
+// The files, one role each: profiler_session.* (the session and the per-thread record
+// buffers), profiler_recorder.cpp (the stream hooks below), profiler_alloc_trace.cpp (the
+// allocator's observer), profiler_ranges.* (marks, ranges and host ops),
+// profiler_records.* (the records, their names and a session's snapshot), profiler_stats.cpp
+// and trace_json.cpp (the statistics and the trace of a snapshot), profiler_fork.cpp (the fork
+// handlers), profiler_api.cpp (sessions, export and statistics of mpsrt/profiler.h: with
+// profiler_capture.cpp, the GPU capture, the only ones that reach the runtime).
 #pragma once
 
 #include <atomic>
@@ -132,26 +140,27 @@ void record_host_copy(Op op, int device, uint64_t bytes, int64_t begin_ns, int64
 
 /// Starts a session from MPSRT_TRACE_SIGNPOSTS / MPSRT_LOG_PROFILE_INFO, when they ask for one
 /// (called once the runtime is up). Statistics are then printed at stop() or at exit.
+/// Defined with the API (profiler_api.cpp), which takes from `rt` what the session needs.
 void start_from_options(Runtime& rt);
 /// Ends any session without waiting or printing (runtime reset).
 void reset();
-/// fork() handlers: the profiler's locks are held across the fork; in the child the session
-/// ends and only the forking thread's buffer stays registered.
+/// fork() handlers (profiler_fork.cpp): the profiler's locks are held across the fork; in the
+/// child the session ends and only the forking thread's buffer stays registered.
 void fork_prepare();
 void fork_parent();
 void fork_child();
 
-/// A platform's own tracing tool: the sink of the runtime's backend (Backend::trace_sink),
-/// installed by the runtime while it runs, or one of a test.
-using PlatformSink = backend::TraceSink;
-/// Installs `sink` (nullptr: none) and returns the previous one. A sink is never destroyed by
-/// the profiler and may still be called after it is replaced: give one that lives to the end
-/// of the process. Cost when none is installed: one acquire load in a session's paths only.
-PlatformSink* set_platform_sink(PlatformSink* sink) noexcept;
+/// Installs `sink` (nullptr: none), a platform's own tracing tool, and returns the previous one:
+/// the runtime installs its backend's (Backend::trace_sink) while it runs; a test may install
+/// its own. A sink is never destroyed by the profiler and may still be called after it is
+/// replaced: give one that lives to the end of the process. Cost when none is installed: one
+/// acquire load in a session's paths only.
+backend::TraceSink* set_platform_sink(backend::TraceSink* sink) noexcept;
 
 struct Record;  // profiler_records.h
 
-/// Allocator signposts and the allocated / reserved counters of one device.
+/// Allocator signposts and the allocated / reserved counters of one device
+/// (profiler_alloc_trace.cpp).
 class AllocatorTrace final : public AllocatorObserver {
  public:
   AllocatorTrace(int device, const MemoryStats& stats) : device_(device), stats_(stats) {}

@@ -1,5 +1,7 @@
-// The profiler's records and a session's snapshot, shared by the recorder (profiler.cpp), the
-// trace writer (trace_json.cpp) and the statistics (profiler_stats.cpp).
+// The profiler's records and a session's snapshot, shared by the recorder and the annotations
+// that write them (profiler_recorder.cpp, profiler_alloc_trace.cpp, profiler_ranges.cpp), and
+// the trace writer (trace_json.cpp) and the statistics (profiler_stats.cpp) that read a
+// snapshot of them. Their names and the snapshot's totals: profiler_records.cpp.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +74,8 @@ struct Snapshot {
 profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& path);
 /// The statistics table; `log_bits` chooses the sections (0: all of them).
 std::string format_statistics(const Snapshot& s, uint32_t log_bits);
-/// The name a record shows: its op's name or its string.
+/// The name a record shows: its op's name or its string ("unknown" for an op or string id the
+/// record's thread does not have).
 std::string_view record_name(const ThreadRecords& t, const Record& r);
 
 }  // namespace mpsrt::detail::prof

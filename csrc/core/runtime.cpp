@@ -122,7 +122,7 @@ Runtime::~Runtime() {
     delete d;  // waits for the device's work
   }
   if (backend::TraceSink* sink = backend_->trace_sink()) {
-    prof::PlatformSink* prev = prof::set_platform_sink(nullptr);
+    backend::TraceSink* prev = prof::set_platform_sink(nullptr);
     if (prev != sink) prof::set_platform_sink(prev);  // someone else's: theirs to remove
   }
 }

@@ -170,51 +170,65 @@ void bytes_args(Writer& w, const Record& r) {
   }
 }
 
-void write_record(Writer& w, const ThreadRecords& t, const Record& r, int host_pid) {
-  const std::string_view name = record_name(t, r);
-  const int dev_pid = kDevicePidBase + r.device;
-  const int64_t stream_tid = static_cast<int64_t>(r.stream) + 1;
+/// Where a record goes: the recording thread's track of the host process, or the track of its
+/// stream in its device's process.
+struct Track {
+  int host_pid;
+  int64_t thread;
+  int dev_pid;
+  int64_t stream;
+};
+
+/// A command's CPU encode, device interval or completion, or a host copy.
+void write_op(Writer& w, std::string_view name, const Track& k, const Record& r) {
   switch (r.kind) {
     case Kind::Encode:
-      interval(w, name, "encode", host_pid, t.tid, r);
+      interval(w, name, "encode", k.host_pid, k.thread, r);
       bytes_args(w, r);
       w.raw("}}");
-      flow(w, 's', r.b, host_pid, t.tid, r);
+      flow(w, 's', r.b, k.host_pid, k.thread, r);
       break;
     case Kind::Device:
-      interval(w, name, "device", dev_pid, stream_tid, r);
+      interval(w, name, "device", k.dev_pid, k.stream, r);
       bytes_args(w, r);
       w.raw("}}");
-      flow(w, 'f', r.b, dev_pid, stream_tid, r);
+      flow(w, 'f', r.b, k.dev_pid, k.stream, r);
       break;
     case Kind::Completion:
-      instant(w, name, "completion", dev_pid, stream_tid, r.begin);
+      instant(w, name, "completion", k.dev_pid, k.stream, r.begin);
       bytes_args(w, r);
       w.raw(",\"device_ns\":");
       w.num(r.c);
       w.raw("}}");
       break;
-    case Kind::CommandBuffer:
-      interval(w, name, "command_buffer", dev_pid, stream_tid, r);
-      w.raw(",\"args\":{\"commands\":");
-      w.num(r.a);
-      w.raw(",\"commit_ns\":");
-      w.num(r.b);
-      w.raw(",\"completion_ns\":");
-      w.num(r.c);
-      w.raw("}}");
-      break;
-    case Kind::HostCopy:
-      interval(w, name, "copy", host_pid, t.tid, r);
+    default:  // Kind::HostCopy
+      interval(w, name, "copy", k.host_pid, k.thread, r);
       bytes_args(w, r);
       w.raw("}}");
       break;
+  }
+}
+
+void write_command_buffer(Writer& w, std::string_view name, const Track& k, const Record& r) {
+  interval(w, name, "command_buffer", k.dev_pid, k.stream, r);
+  w.raw(",\"args\":{\"commands\":");
+  w.num(r.a);
+  w.raw(",\"commit_ns\":");
+  w.num(r.b);
+  w.raw(",\"completion_ns\":");
+  w.num(r.c);
+  w.raw("}}");
+}
+
+/// A mark, a range, an async range or a host op.
+void write_annotation(Writer& w, std::string_view name, const Track& k, const Record& r) {
+  switch (r.kind) {
     case Kind::Mark:
-      instant(w, name, "mark", host_pid, t.tid, r.begin);
+      instant(w, name, "mark", k.host_pid, k.thread, r.begin);
       w.ch('}');
       break;
     case Kind::Range:
-      interval(w, name, "range", host_pid, t.tid, r);
+      interval(w, name, "range", k.host_pid, k.thread, r);
       w.raw(",\"args\":{\"depth\":");
       w.num(r.a);
       w.raw("}}");
@@ -223,68 +237,87 @@ void write_record(Writer& w, const ThreadRecords& t, const Record& r, int host_p
       // An async slice (begin and end share the id): its own row under the process, since
       // such ranges may overlap without nesting and end on another thread.
       for (const auto& [ph, ts] : {std::pair<char, int64_t>{'b', r.begin}, {'e', r.end}}) {
-        head(w, ph, name, "range", host_pid, t.tid, ts);
+        head(w, ph, name, "range", k.host_pid, k.thread, ts);
         w.raw(",\"id\":");
         w.num(r.a);
         w.ch('}');
       }
       break;
-    case Kind::HostOp:
-      interval(w, name, "host_op", dev_pid, stream_tid, r);
+    default:  // Kind::HostOp
+      interval(w, name, "host_op", k.dev_pid, k.stream, r);
       w.raw(",\"args\":{\"device\":");
       w.num(static_cast<int>(r.device));
       w.raw(",\"stream\":");
       w.num(static_cast<int64_t>(r.stream));
       w.raw("}}");
       break;
+  }
+}
+
+void write_counter(Writer& w, const Track& k, const Record& r) {
+  for (const auto& [series, value] : {std::pair<const char*, uint64_t>{"allocated", r.a},
+                                      std::pair<const char*, uint64_t>{"reserved", r.b}}) {
+    head(w, 'C', series, "memory", k.dev_pid, 0, r.begin);
+    w.raw(",\"args\":{\"bytes\":");
+    w.num(value);
+    w.raw("}}");
+  }
+}
+
+/// An allocation, free, heap creation or release, out-of-memory or empty_cache.
+void write_allocator(Writer& w, std::string_view name, const Track& k, const Record& r) {
+  instant(w, name, "allocator", k.host_pid, k.thread, r.begin);
+  w.raw(",\"args\":{\"bytes\":");
+  w.num(r.a);
+  w.raw(",\"device\":");
+  w.num(static_cast<int>(r.device));
+  if (r.kind != Kind::Oom && r.kind != Kind::EmptyCache) {
+    char addr[24];
+    std::snprintf(addr, sizeof addr, "%#llx", static_cast<unsigned long long>(r.b));
+    w.raw(",\"address\":");
+    w.str(addr);
+    w.raw(",\"pool\":");
+    w.str(r.stream == 0 ? "small" : "large");
+  }
+  w.raw("}}");
+}
+
+void write_record(Writer& w, const ThreadRecords& t, const Record& r, int host_pid) {
+  const std::string_view name = record_name(t, r);
+  const Track k{host_pid, t.tid, kDevicePidBase + r.device, static_cast<int64_t>(r.stream) + 1};
+  switch (r.kind) {
+    case Kind::Encode:
+    case Kind::Device:
+    case Kind::Completion:
+    case Kind::HostCopy:
+      write_op(w, name, k, r);
+      break;
+    case Kind::CommandBuffer:
+      write_command_buffer(w, name, k, r);
+      break;
+    case Kind::Mark:
+    case Kind::Range:
+    case Kind::AsyncRange:
+    case Kind::HostOp:
+      write_annotation(w, name, k, r);
+      break;
     case Kind::Counter:
-      for (const auto& [series, value] : {std::pair<const char*, uint64_t>{"allocated", r.a},
-                                          std::pair<const char*, uint64_t>{"reserved", r.b}}) {
-        head(w, 'C', series, "memory", dev_pid, 0, r.begin);
-        w.raw(",\"args\":{\"bytes\":");
-        w.num(value);
-        w.raw("}}");
-      }
+      write_counter(w, k, r);
       break;
     case Kind::Alloc:
     case Kind::Free:
     case Kind::SegmentAlloc:
     case Kind::SegmentFree:
     case Kind::Oom:
-    case Kind::EmptyCache: {
-      instant(w, name, "allocator", host_pid, t.tid, r.begin);
-      w.raw(",\"args\":{\"bytes\":");
-      w.num(r.a);
-      w.raw(",\"device\":");
-      w.num(static_cast<int>(r.device));
-      if (r.kind != Kind::Oom && r.kind != Kind::EmptyCache) {
-        char addr[24];
-        std::snprintf(addr, sizeof addr, "%#llx", static_cast<unsigned long long>(r.b));
-        w.raw(",\"address\":");
-        w.str(addr);
-        w.raw(",\"pool\":");
-        w.str(r.stream == 0 ? "small" : "large");
-      }
-      w.raw("}}");
+    case Kind::EmptyCache:
+      write_allocator(w, name, k, r);
       break;
-    }
   }
 }
 
-}  // namespace
-
-profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-  if (!f) {
-    throw_error("[profiler] export_trace: cannot open '" + path +
-                "' for writing: " + std::strerror(errno));
-  }
-  Writer w(f.get());
-  w.raw("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"mpsrt\",\"dropped_records\":");
-  w.num(s.dropped());
-  w.raw("},\"traceEvents\":[");
-
-  // Names and order of the tracks.
+/// The names and order of the tracks: the host process and its threads, each device's process
+/// and its streams.
+void write_track_names(Writer& w, const Snapshot& s) {
   metadata(w, "process_name", s.pid, 0, "name", "host (pid " + std::to_string(s.pid) + ")", 0);
   metadata(w, "process_sort_index", s.pid, 0, "sort_index", "", 0);
   std::set<std::pair<int, int64_t>> streams;
@@ -314,10 +347,13 @@ profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& pa
     metadata(w, "thread_name", kDevicePidBase + d, id + 1, "name",
              "stream " + std::to_string(id) + (id == 0 ? " (default)" : ""), 0);
   }
+}
 
+/// Each thread's records, parents before children at equal start times: by begin, then by end
+/// descending.
+void write_records(Writer& w, const Snapshot& s) {
   std::vector<const Record*> order;
   for (const ThreadRecords& t : s.threads) {
-    // Parents before children at equal start times: by begin, then by end descending.
     order.clear();
     order.reserve(t.records.size());
     for (const Record& r : t.records) order.push_back(&r);
@@ -329,6 +365,23 @@ profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& pa
       w.maybe_flush();
     }
   }
+}
+
+}  // namespace
+
+profiler::TraceSummary write_trace_json(const Snapshot& s, const std::string& path) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) {
+    throw_error("[profiler] export_trace: cannot open '" + path +
+                "' for writing: " + std::strerror(errno));
+  }
+  Writer w(f.get());
+  w.raw("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"mpsrt\",\"dropped_records\":");
+  w.num(s.dropped());
+  w.raw("},\"traceEvents\":[");
+
+  write_track_names(w, s);
+  write_records(w, s);
   w.raw("\n]}\n");
   w.flush();
   const bool closed = std::fclose(f.release()) == 0;

@@ -716,8 +716,8 @@ TEST_P(NeighbourTest, RandomFillPastTheEndIsRefusedAndWritesNothing) {
                           : r.dtype == DType::F64 || r.dtype == DType::I64  ? 8
                                                                             : 4;
     for (uint64_t count : {kSize / elem + 1, kSize / elem * 2, uint64_t(1) << 40, kU64Max}) {
-      SCOPED_TRACE(std::string(mpsrt::random_op_name(r.op)) + " " +
-                   mpsrt::dtype_name(r.dtype) + " count " + std::to_string(count));
+      SCOPED_TRACE(std::string(mpsrt::random_op_name(r.op)) + " " + mpsrt::dtype_name(r.dtype) +
+                   " count " + std::to_string(count));
       EXPECT_THROW(mpsrt::random_fill(b_, count, r, g, s_), std::invalid_argument);
     }
   }

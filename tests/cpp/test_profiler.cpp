@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "core/profiler.h"
+#include "core/profiler_records.h"
 #include "core/runtime.h"
 #include "mpsrt/mpsrt.h"
 
@@ -100,9 +101,9 @@ TEST_P(ProfilerTest, ASessionRecordsEncodesDeviceIntervalsAndTheirCommandBuffer)
   EXPECT_EQ(count(json, "\"commands\":3"), 1u);
 }
 
-// A platform sink (os_signpost on Apple) sees a session's encodes, completions, marks and
+// A trace sink (os_signpost on Apple) sees a session's encodes, completions, marks and
 // ranges, with each range ended by the id its begin returned, and nothing outside a session.
-class RecordingSink final : public mpsrt::detail::prof::PlatformSink {
+class RecordingSink final : public mpsrt::backend::TraceSink {
  public:
   void encode(const char* op, int64_t, uint64_t) override { log("encode " + std::string(op)); }
   void completed(const char* op, int64_t, uint64_t) override {
@@ -134,11 +135,11 @@ class RecordingSink final : public mpsrt::detail::prof::PlatformSink {
   uint64_t next_ = 100;
 };
 
-TEST_P(ProfilerTest, APlatformSinkSeesTheSessionOnly) {
+TEST_P(ProfilerTest, ATraceSinkSeesTheSessionOnly) {
   namespace prof = mpsrt::detail::prof;
   static RecordingSink sink;  // a sink must outlive its use (the profiler never frees one)
   sink.clear();
-  prof::PlatformSink* previous = prof::set_platform_sink(&sink);
+  mpsrt::backend::TraceSink* previous = prof::set_platform_sink(&sink);
   Stream s = mpsrt::default_stream();
   Buffer b(4096, s);
   b.fill(1, 1, s);
@@ -361,6 +362,68 @@ TEST_P(ProfilerTest, ExportToAnUnwritablePathThrowsAndKeepsTheRecords) {
   profiler::stop();
   EXPECT_THROW(profiler::export_trace("/nonexistent-dir/t.json"), mpsrt::Error);
   EXPECT_EQ(count(export_text(), "\"name\":\"kept\""), 1u);
+}
+
+// A record whose name is no operation (out of the Op range) cannot be counted as one: the
+// statistics leave it out of the operation and copy rows, and the trace names it "unknown", as
+// it does a mark or host op whose string the thread does not have.
+TEST(ProfilerRecords, AnOutOfRangeOperationNameIsLeftOutOfTheStatistics) {
+  namespace prof = mpsrt::detail::prof;
+  prof::ThreadRecords t;
+  t.tid = 7;
+  prof::Record fill;
+  fill.kind = prof::Kind::Encode;
+  fill.name = static_cast<uint32_t>(prof::Op::Fill);
+  fill.begin = 1000;
+  fill.end = 3000;
+  fill.a = 64;
+  t.records.push_back(fill);
+  for (const prof::Kind k :
+       {prof::Kind::Encode, prof::Kind::HostCopy, prof::Kind::Device, prof::Kind::Completion}) {
+    for (const uint32_t name : {static_cast<uint32_t>(prof::Op::kCount), 0xFFFFFFFFu}) {
+      prof::Record bad = fill;
+      bad.kind = k;
+      bad.name = name;
+      bad.a = 1 << 20;
+      t.records.push_back(bad);
+    }
+  }
+  // Names of strings the thread does not have.
+  for (const prof::Kind k : {prof::Kind::Mark, prof::Kind::HostOp}) {
+    prof::Record bad = fill;
+    bad.kind = k;
+    bad.name = 5;
+    t.records.push_back(bad);
+  }
+  prof::Snapshot s;
+  s.pid = 1;
+  s.threads.push_back(t);
+  const std::string stats = prof::format_statistics(s, 0);
+  EXPECT_NE(stats.find("11 records from 1 threads"), std::string::npos) << stats;
+  std::istringstream table(stats);
+  std::map<std::string, std::vector<std::string>> rows;
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (!w.empty()) rows[w[0]] = w;
+  }
+  ASSERT_EQ(rows.count("fill"), 1u) << stats;
+  EXPECT_EQ(rows["fill"][1], "1");
+  EXPECT_EQ(rows["fill"][8], "64");             // the bad records' bytes are not in any row
+  EXPECT_EQ(rows.count("copy_from_host"), 0u);  // nor rows of their own
+  EXPECT_EQ(rows.count("copy"), 0u) << stats;
+  ASSERT_EQ(rows.count("unknown"), 1u) << stats;  // the host op
+  EXPECT_EQ(rows["unknown"][1], "1");
+
+  const std::string path =
+      ::testing::TempDir() + "mpsrt_profiler_unknown_" + std::to_string(getpid()) + ".json";
+  const profiler::TraceSummary sum = prof::write_trace_json(s, path);
+  const std::string json = read_file(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(sum.records, 11u);
+  EXPECT_EQ(count(json, "\"name\":\"fill\""), 1u);
+  EXPECT_EQ(count(json, "\"name\":\"unknown\""), 10u) << json;
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiler, ProfilerTest, ::testing::ValuesIn(usable_backends()),

@@ -506,7 +506,7 @@ TEST_F(RuntimeTest, ARuntimeWithoutATraceSinkLeavesAnotherInPlace) {
     ASSERT_NE(b, nullptr) << name;
     if (!b->is_built() || !b->is_available()) continue;
     EXPECT_EQ(b->trace_sink(), nullptr) << name;
-    prof::PlatformSink* previous = prof::set_platform_sink(&sink);
+    mpsrt::backend::TraceSink* previous = prof::set_platform_sink(&sink);
     use_env({{"MPSRT_BACKEND", name}});
     mpsrt::Buffer buf(512);  // starts the runtime
     buf.reset();
