@@ -12,9 +12,6 @@ namespace {
 
 struct Avx2Gen : phx::Gen<simd::Avx2>, nrm::Normal<simd::Avx2> {
   static constexpr bool kHalfFused = false;  // F16C is not part of the AVX2 check
-  static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
-    rnd::half_from_f32_scalar(src, dst, n, bf16);
-  }
 };
 
 }  // namespace

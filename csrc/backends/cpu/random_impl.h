@@ -12,19 +12,21 @@
 //   blocks(out, seed, blk, nb)  the 4 * nb words of blocks blk .. blk + nb - 1, memory order
 //   u_f32(w), u_f16(w), u_bf16(w), u_f64(lo, hi)   philox.h's uniform transforms
 //   normal_f32(w, z, pairs, mean, sd), normal_f64(...)  normal_impl.h's box_muller_f32 /
-//                               box_muller over the table's SIMD layers (the same algorithm,
+//                               box_muller over the table's simd.h layer (the same algorithm,
 //                               so the same bits); they write whole multiples of
-//                               kNormalLanesF32 / kNormalLanesF64 pairs
-//   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
+//                               kNormalLanesF32 / kNormalLanesF64 pairs (nrm::Normal<S>)
+//   kHalfFused                  whether it converts to float16 / bfloat16 in vector registers
 // and, when kStepBlocks > 0, fused loops that write `steps` * kStepBlocks blocks' worth of
 // elements starting at block blk (`aligned`: out is 64-byte aligned; `nt`: streaming stores):
 //   bits(uint32_t* out, seed, blk, steps, aligned, nt)
 //   uniform_f32(float* out, seed, blk, steps, lo, span, aligned, nt)
 //   uniform_f64(double* out, seed, blk, steps, lo, span, aligned, nt)
-// and, when kHalfFused, the float16 / bfloat16 (bf16) uniform:
+// and, when kHalfFused, the float16 / bfloat16 (bf16) uniform and conversion:
 //   uniform_half(uint16_t* out, seed, blk, steps, lo, span, bf16, aligned, nt)
+//   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
 // and, when it has kNormalStepBlocks (blocks per step), the float32 normal fused with Philox:
 //   normal_f32_fused(float* out, seed, blk, steps, mean, sd, aligned, nt)
+// A member a table lacks is never named for it (if constexpr).
 #pragma once
 
 #include <cstddef>
@@ -105,6 +107,16 @@ inline void half_from_f32_scalar(const float* src, uint16_t* dst, uint64_t n, bo
   }
 }
 
+/// float32 -> float16 / bfloat16 bits: G's vector conversion where it has one (kHalfFused).
+template <class G>
+void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+  if constexpr (G::kHalfFused) {
+    G::half_from_f32(src, dst, n, bf16);
+  } else {
+    half_from_f32_scalar(src, dst, n, bf16);
+  }
+}
+
 /// Normal: element e comes from the word pair (e & ~1, e | 1); even elements take the cosine,
 /// odd ones the sine. G::normal_f32 / G::normal_f64 (normal_impl.h's box_muller) turn the pairs
 /// of a chunk into mean + std * Z (float or double); float16 / bfloat16 round the float32 value.
@@ -148,7 +160,7 @@ void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool
       const uint64_t from = lo > 2 * direct ? lo : 2 * direct;
       if (hi > from) std::memcpy(dst + e0 + from, z + from, (hi - from) * sizeof(T));
     } else {
-      G::half_from_f32(z + lo, dst + e0 + lo, hi - lo, bf16);
+      half_from_f32<G>(z + lo, dst + e0 + lo, hi - lo, bf16);
     }
     q += m;
   }

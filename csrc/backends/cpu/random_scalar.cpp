@@ -25,9 +25,6 @@ struct ScalarGen : nrm::Normal<simd::Scalar> {
   static float u_f16(uint32_t w) { return philox::uniform_f16_value(w); }
   static float u_bf16(uint32_t w) { return philox::uniform_bf16_value(w); }
   static double u_f64(uint32_t lo, uint32_t hi) { return philox::uniform_f64(lo, hi); }
-  static void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
-    rnd::half_from_f32_scalar(src, dst, n, bf16);
-  }
 };
 
 }  // namespace

@@ -11,13 +11,18 @@
 // Registers: I holds kLanes64 64-bit integer lanes, U kLanes32 32-bit integer lanes (on SIMD
 // the same register as I), F kLanes32 floats, D kLanes64 doubles. S provides:
 //  from Lanes:
-//   add64, sub64, shl64<N>, shr64<N>(I)              64-bit lanes (shifts logical)
-//   add32, sub32, shl32<N>, shr32<N>, sra32<N>(U)    32-bit lanes (sra32 arithmetic)
+//   add64, sub64 (I); add32, sub32 (U)               lane arithmetic, wrapping
 //   and_, or_, xor_ (I or U)                         bitwise
 //   add, sub, mul (F or D)                           IEEE, rounded to nearest
 //   as_u(F), as_f(U), as_i(D), as_d(I)               bit casts
 //  its own:
 //   kHasStream                                       streaming stores exist
+//   shl64<N>, shr64<N>(I); shl32<N>, shr32<N>, sra32<N>(U)   shifts (logical; sra32
+//                                                    arithmetic), the ISA's own instructions:
+//                                                    as vector-extension shifts the compiler
+//                                                    folds shift pairs into masks, which
+//                                                    measured 4 % slower in the float32
+//                                                    Box-Muller loop
 //   set1_64, set1_32, set1_f, set1_d                 broadcasts
 //   loadu(const void*) -> I, store<M>(void*, I)      M: kStoreU, kStore (aligned), kStream
 //   fence()                                          after streaming stores
@@ -96,39 +101,33 @@ struct Lanes {
 
   static I add64(I a, I b) { return as<I>(as<V64>(a) + as<V64>(b)); }
   static I sub64(I a, I b) { return as<I>(as<V64>(a) - as<V64>(b)); }
-  template <int N>
-  static I shl64(I a) {
-    return as<I>(as<V64>(a) << N);
-  }
-  template <int N>
-  static I shr64(I a) {
-    return as<I>(as<V64>(a) >> N);
-  }
   static U add32(U a, U b) { return as<U>(as<V32>(a) + as<V32>(b)); }
   static U sub32(U a, U b) { return as<U>(as<V32>(a) - as<V32>(b)); }
-  template <int N>
-  static U shl32(U a) {
-    return as<U>(as<V32>(a) << N);
-  }
-  template <int N>
-  static U shr32(U a) {
-    return as<U>(as<V32>(a) >> N);
-  }
-  template <int N>
-  static U sra32(U a) {  // the sign bit fills in (two's complement, as GCC and Clang)
-    return as<U>(as<S32>(a) >> N);
-  }
+  // Bitwise on 32-bit lanes, as the intrinsics (AVX-512 can then take a 32-bit constant as an
+  // embedded broadcast instead of a register).
   template <class X>
   static X and_(X a, X b) {
-    return a & b;
+    if constexpr (kBytes == 0) {
+      return a & b;
+    } else {
+      return as<X>(as<V32>(a) & as<V32>(b));
+    }
   }
   template <class X>
   static X or_(X a, X b) {
-    return a | b;
+    if constexpr (kBytes == 0) {
+      return a | b;
+    } else {
+      return as<X>(as<V32>(a) | as<V32>(b));
+    }
   }
   template <class X>
   static X xor_(X a, X b) {
-    return a ^ b;
+    if constexpr (kBytes == 0) {
+      return a ^ b;
+    } else {
+      return as<X>(as<V32>(a) ^ as<V32>(b));
+    }
   }
 
   static F add(F a, F b) { return a + b; }
@@ -142,7 +141,6 @@ struct Lanes {
   static constexpr size_t kBytes = std::is_arithmetic_v<I> ? 0 : sizeof(I);
   using V64 = typename LaneReg<uint64_t, kBytes>::type;
   using V32 = typename LaneReg<uint32_t, kBytes>::type;
-  using S32 = typename LaneReg<int32_t, kBytes>::type;
 };
 
 /// Two registers of S's float32 side (U, F) as one, op by op: kernels written over it

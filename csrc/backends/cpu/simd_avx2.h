@@ -41,6 +41,26 @@ struct Avx2 : Lanes<Avx2Regs> {
   }
   static void fence() { _mm_sfence(); }
 
+  template <int N>
+  static I shl64(I a) {
+    return _mm256_slli_epi64(a, N);
+  }
+  template <int N>
+  static I shr64(I a) {
+    return _mm256_srli_epi64(a, N);
+  }
+  template <int N>
+  static U shl32(U a) {
+    return _mm256_slli_epi32(a, N);
+  }
+  template <int N>
+  static U shr32(U a) {
+    return _mm256_srli_epi32(a, N);
+  }
+  template <int N>
+  static U sra32(U a) {
+    return _mm256_srai_epi32(a, N);
+  }
   static I mul32(I a, I b) { return _mm256_mul_epu32(a, b); }
   static I xor3(I a, I b, I c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
   static F cvt(U a) { return _mm256_cvtepi32_ps(a); }

@@ -53,6 +53,26 @@ struct Avx512 : Lanes<Avx512Regs> {
   }
   static void fence() { _mm_sfence(); }
 
+  template <int N>
+  static I shl64(I a) {
+    return _mm512_slli_epi64(a, N);
+  }
+  template <int N>
+  static I shr64(I a) {
+    return _mm512_srli_epi64(a, N);
+  }
+  template <int N>
+  static U shl32(U a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  template <int N>
+  static U shr32(U a) {
+    return _mm512_srli_epi32(a, N);
+  }
+  template <int N>
+  static U sra32(U a) {
+    return _mm512_srai_epi32(a, N);
+  }
   static I mul32(I a, I b) { return _mm512_mul_epu32(a, b); }
   static I xor3(I a, I b, I c) { return _mm512_ternarylogic_epi64(a, b, c, 0x96); }
   static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
