@@ -129,10 +129,10 @@ struct Words {
 };
 
 /// run with G groups per step (kGroups unless told) in the store mode that `aligned` and `nt`
-/// pick.
+/// pick. A function of its own (simd.h, MPSRT_SIMD_NOINLINE).
 template <class S, int G = kGroups, class Put>
-inline void run_mode(void* out, uint64_t seed, uint64_t blk, uint64_t steps, bool aligned, bool nt,
-                     Put put) {
+MPSRT_SIMD_NOINLINE void run_mode(void* out, uint64_t seed, uint64_t blk, uint64_t steps,
+                                  bool aligned, bool nt, Put put) {
   Keys<S> k;
   make_keys(k, seed);
   if (nt) {

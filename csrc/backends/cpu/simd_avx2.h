@@ -17,6 +17,7 @@ struct Avx2Regs {
   using U = __m256i;
   using F = __m256;
   using D = __m256d;
+  using BitLane = uint64_t;
 };
 
 struct Avx2 : Lanes<Avx2Regs> {

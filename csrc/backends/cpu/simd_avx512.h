@@ -29,6 +29,7 @@ struct Avx512Regs {
   using U = __m512i;
   using F = __m512;
   using D = __m512d;
+  using BitLane = uint32_t;
 };
 
 struct Avx512 : Lanes<Avx512Regs> {

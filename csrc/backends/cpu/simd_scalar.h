@@ -18,6 +18,7 @@ struct ScalarRegs {
   using U = uint32_t;
   using F = float;
   using D = double;
+  using BitLane = uint64_t;  // unused: one lane
 };
 
 struct Scalar : Lanes<ScalarRegs> {
