@@ -261,14 +261,12 @@ MPSRT_SIMD_INLINE typename S::F horner_f(typename S::F x, const float (&c)[N]) {
   return s;
 }
 
-/// The float32 normals of the word pairs (w0[i], w1[i]): z0 from the cosine, z1 from the
-/// sine, as mean + sd * Z (kAffine) or 0 + Z.
-template <class S, bool kAffine>
-MPSRT_SIMD_INLINE void bm_f32(typename S::U w0, typename S::U w1, typename S::F mv,
-                              typename S::F sdv, typename S::F& out0, typename S::F& out1) {
+/// logf(u1) for u1 = ((w0 >> 8) + 1) 2^-24 per lane (see above): correctly rounded but for a
+/// rounding tie of the double logarithm.
+template <class S>
+MPSRT_SIMD_INLINE typename S::F log_u1_f32(typename S::U w0) {
   using F = typename S::F;
   using U = typename S::U;
-  // ---- log u1
   const U k = S::add32(S::template shr32<8>(w0), S::set1_32(1));  // u1 2^24: 1 .. 2^24
   const U ix = S::as_u(S::cvt(k));                                // exact
   const U tmp = S::sub32(ix, S::set1_32(0x4b300000));             // bits of 0.6875f 2^24
@@ -304,8 +302,14 @@ MPSRT_SIMD_INLINE void bm_f32(typename S::U w0, typename S::U w1, typename S::F 
   if (const uint32_t near = S::neq_mask(S::fma(l_err, S::set1_f(1.0f + 0x1p-11f), l), l)) {
     l = S::fix_lanes(l, w0, near, [](uint32_t w) { return logf_u1(w); });
   }
-  const F rad = S::sqrt(S::mul(l, S::set1_f(-2.0f)));
-  // ---- sin / cos of t
+  return l;
+}
+
+/// cos t and sin t for t = float(2 pi) u2, u2 = (w1 >> 8) 2^-24 per lane (see above).
+template <class S>
+MPSRT_SIMD_INLINE void sincos_u2_f32(typename S::U w1, typename S::F& c, typename S::F& s) {
+  using F = typename S::F;
+  using U = typename S::U;
   const U j = S::template shr32<8>(w1);  // u2 2^24
   const F t = S::mul(S::cvt(j), S::set1_f(kTwoPiOver2p24));
   // t 2/pi is j / 2^22 to 3e-8 relative: q rounds that in integers (a quadrant boundary off by
@@ -339,8 +343,18 @@ MPSRT_SIMD_INLINE void bm_f32(typename S::U w0, typename S::U w1, typename S::F 
   const F bs_err = S::add(S::sub(yh, bs), s6);  // exact: |yh| > |s6|
   const F sn = S::add(bs, S::add(st, bs_err));
   // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
-  const F c = S::template neg_if_bit<1>(S::add32(q, S::set1_32(1)), S::select_odd(q, cs, sn));
-  const F s = S::template neg_if_bit<1>(q, S::select_odd(q, sn, cs));
+  c = S::template neg_if_bit<1>(S::add32(q, S::set1_32(1)), S::select_odd(q, cs, sn));
+  s = S::template neg_if_bit<1>(q, S::select_odd(q, sn, cs));
+}
+
+/// The float32 normals of the word pairs (w0[i], w1[i]): z0 from the cosine, z1 from the
+/// sine, as mean + sd * Z (kAffine) or 0 + Z.
+template <class S, bool kAffine>
+MPSRT_SIMD_INLINE void bm_f32(typename S::U w0, typename S::U w1, typename S::F mv,
+                              typename S::F sdv, typename S::F& out0, typename S::F& out1) {
+  const typename S::F rad = S::sqrt(S::mul(log_u1_f32<S>(w0), S::set1_f(-2.0f)));
+  typename S::F c, s;
+  sincos_u2_f32<S>(w1, c, s);
   if constexpr (kAffine) {
     out0 = S::add(mv, S::mul(sdv, S::mul(rad, c)));
     out1 = S::add(mv, S::mul(sdv, S::mul(rad, s)));
