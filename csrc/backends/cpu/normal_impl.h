@@ -105,10 +105,18 @@ constexpr double kRoundMagic = 0x1.8p52;  // x + 1.5 * 2^52 - 1.5 * 2^52: x roun
 constexpr uint64_t kI2dMagic = 0x4330000000000000ULL;  // bits of 2^52
 constexpr double kTwoPi = 0x1.921fb54442d18p+2;        // double(2 pi)
 
-template <class S, size_t N>
-inline typename S::D horner(typename S::D x, const double (&c)[N]) {
-  typename S::D s = S::set1_d(c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) s = S::fma(s, x, S::set1_d(c[i]));
+/// c[0] + x (c[1] + x (...)) by fused multiply-adds, on S's doubles or floats (as c's).
+template <class S, class R, class T, size_t N>
+MPSRT_SIMD_INLINE R horner(R x, const T (&c)[N]) {
+  const auto k = [](T v) {
+    if constexpr (sizeof(T) == 4) {
+      return S::set1_f(v);
+    } else {
+      return S::set1_d(v);
+    }
+  };
+  R s = k(c[N - 1]);
+  for (size_t i = N - 1; i-- > 0;) s = S::fma(s, x, k(c[i]));
   return s;
 }
 
@@ -122,19 +130,19 @@ void box_muller(const uint32_t* w, double* out, uint64_t pairs, double mean, dou
   for (uint64_t p = 0; p < pairs; p += S::kLanes64, w += 2 * S::kLanes64, out += 2 * S::kLanes64) {
     const I x = S::load_pairs(w);
     // ---- log u1 (u1 * 2^24 = d = (w0 >> 8) + 1, 1 .. 2^24)
-    const I k1 = S::template shr64<40>(S::template shl64<32>(x));                           // d - 1
+    const I k1 = S::shr64(S::shl64(x, 32), 40);                                             // d - 1
     const D d = S::sub(S::as_d(S::or_(k1, S::set1_64(kI2dMagic))), S::set1_d(0x1p52 - 1));  // exact
     const I ix = S::as_i(d);
     const I tmp = S::sub64(ix, S::set1_64(kLogOff));
-    const I e = S::template shr64<52>(tmp);  // 0..24
-    const D m = S::as_d(S::sub64(ix, S::template shl64<52>(e)));
-    const I idx = S::template shr64<48>(tmp);  // the lookups take the low 4 bits
+    const I e = S::shr64(tmp, 52);  // 0..24
+    const D m = S::as_d(S::sub64(ix, S::shl64(e, 52)));
+    const I idx = S::shr64(tmp, 48);  // the lookups take the low 4 bits
     const D ed =
         S::sub(S::as_d(S::or_(e, S::set1_64(kI2dMagic))), S::set1_d(0x1p52 + 24));  // E - 24
     const D rr = S::sub(S::mul(m, S::lookup16(kInvC, idx)), S::set1_d(1.0));        // exact
     const D r2 = S::mul(rr, rr);
     // ---- t = 2 pi u2 and its quadrant q: t = q pi/2 + y, |y| <= pi/4
-    const I j = S::template shr64<40>(x);  // w1 >> 8
+    const I j = S::shr64(x, 40);  // w1 >> 8
     const D jd = S::sub(S::as_d(S::or_(j, S::set1_64(kI2dMagic))), S::set1_d(0x1p52));
     const D t = S::mul(S::set1_d(kTwoPi), S::mul(jd, S::set1_d(0x1p-24)));
     const D qs = S::add(S::mul(t, S::set1_d(kTwoOverPi)), S::set1_d(kRoundMagic));
@@ -153,8 +161,8 @@ void box_muller(const uint32_t* w, double* out, uint64_t pairs, double mean, dou
     const D cs = S::add(one_hz, S::fma(S::mul(zz, zz), horner<S>(zz, kCos64),
                                        S::sub(S::sub(S::set1_d(1.0), one_hz), hz)));
     // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
-    const I sign_s = S::template shl64<62>(S::and_(q, S::set1_64(2)));
-    const I sign_c = S::template shl64<62>(S::and_(S::add64(q, S::set1_64(1)), S::set1_64(2)));
+    const I sign_s = S::shl64(S::and_(q, S::set1_64(2)), 62);
+    const I sign_c = S::shl64(S::and_(S::add64(q, S::set1_64(1)), S::set1_64(2)), 62);
     const D c = S::as_d(S::xor_(S::as_i(S::select_odd(q, cs, sn)), sign_c));
     const D s = S::as_d(S::xor_(S::as_i(S::select_odd(q, sn, cs)), sign_s));
     const D rad = S::sqrt(S::mul(l, S::set1_d(-2.0)));
@@ -254,26 +262,19 @@ constexpr float kSixthLo = 0x1.555556p-28f;
 constexpr float kSinS[3] = {0x1.11111p-7f, -0x1.a01722p-13f, 0x1.6ec3acp-19f};
 constexpr float kCosC[4] = {0x1.555556p-5f, -0x1.6c16cp-10f, 0x1.a015cp-16f, -0x1.2522c6p-22f};
 
-template <class S, size_t N>
-MPSRT_SIMD_INLINE typename S::F horner_f(typename S::F x, const float (&c)[N]) {
-  typename S::F s = S::set1_f(c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) s = S::fma(s, x, S::set1_f(c[i]));
-  return s;
-}
-
 /// logf(u1) for u1 = ((w0 >> 8) + 1) 2^-24 per lane (see above): correctly rounded but for a
 /// rounding tie of the double logarithm.
 template <class S>
 MPSRT_SIMD_INLINE typename S::F log_u1_f32(typename S::U w0) {
   using F = typename S::F;
   using U = typename S::U;
-  const U k = S::add32(S::template shr32<8>(w0), S::set1_32(1));  // u1 2^24: 1 .. 2^24
-  const U ix = S::as_u(S::cvt(k));                                // exact
-  const U tmp = S::sub32(ix, S::set1_32(0x4b300000));             // bits of 0.6875f 2^24
-  const U e = S::template sra32<23>(tmp);                         // -24 .. 0: u1 = 2^e m
+  const U k = S::add32(S::shr32(w0, 8), S::set1_32(1));  // u1 2^24: 1 .. 2^24
+  const U ix = S::as_u(S::cvt(k));                       // exact
+  const U tmp = S::sub32(ix, S::set1_32(0x4b300000));    // bits of 0.6875f 2^24
+  const U e = S::sra32(tmp, 23);                         // -24 .. 0: u1 = 2^e m
   // m 2^24 (its exponent field moved by 24) against the table's 2^-24 / c_i: the same product
-  const F m = S::as_f(S::sub32(ix, S::template shl32<23>(e)));
-  const U idx = S::template shr32<19>(tmp);  // the lookups take the low 4 bits
+  const F m = S::as_f(S::sub32(ix, S::shl32(e, 23)));
+  const U idx = S::shr32(tmp, 19);  // the lookups take the low 4 bits
   const F ed = S::cvt(e);
   const F invc = S::lookup16(kInvCf, idx);
   const F pr = S::mul(m, invc);
@@ -286,7 +287,7 @@ MPSRT_SIMD_INLINE typename S::F log_u1_f32(typename S::U w0) {
   const F h2 = S::mul(r2, S::set1_f(-0.5f));  // exact
   const F b2 = S::add(b, h2);
   const F b2_err = S::add(S::sub(b, b2), h2);  // exact: |b| > |h2|
-  F tl = S::fma(S::mul(r2, r), horner_f<S>(r, kLogPf),
+  F tl = S::fma(S::mul(r2, r), horner<S>(r, kLogPf),
                 S::fma(S::fms(r, r, r2), S::set1_f(-0.5f), b2_err));
   tl = S::add(tl, S::fma(ed, S::set1_f(kLn2LoF), S::lookup16(kLogCLo, idx)));
   tl = S::add(tl, S::fnma(pr_lo, r, pr_lo));
@@ -310,11 +311,11 @@ template <class S>
 MPSRT_SIMD_INLINE void sincos_u2_f32(typename S::U w1, typename S::F& c, typename S::F& s) {
   using F = typename S::F;
   using U = typename S::U;
-  const U j = S::template shr32<8>(w1);  // u2 2^24
+  const U j = S::shr32(w1, 8);  // u2 2^24
   const F t = S::mul(S::cvt(j), S::set1_f(kTwoPiOver2p24));
   // t 2/pi is j / 2^22 to 3e-8 relative: q rounds that in integers (a quadrant boundary off by
   // that much leaves |y| within pi/4 + 1e-7, where the polynomials still hold).
-  const U q = S::template shr32<22>(S::add32(j, S::set1_32(1u << 21)));
+  const U q = S::shr32(S::add32(j, S::set1_32(1u << 21)), 22);
   const F qf = S::cvt(q);
   const F y1 = S::fnma(qf, S::set1_f(kP1), t);  // exact
   const F yh = S::fnma(qf, S::set1_f(kP2), y1);
@@ -332,11 +333,11 @@ MPSRT_SIMD_INLINE void sincos_u2_f32(typename S::U w1, typename S::F& c, typenam
   // cos y = (1 - hz) + its error + y^4 C - z_lo/2 - sin(y) yl
   const F w1c = S::sub(S::set1_f(1.0f), hz);
   const F w1c_err = S::sub(S::sub(S::set1_f(1.0f), w1c), hz);  // exact
-  F ct = S::fma(S::mul(z, z), horner_f<S>(z, kCosC), w1c_err);
+  F ct = S::fma(S::mul(z, z), horner<S>(z, kCosC), w1c_err);
   ct = S::fma(S::set1_f(-0.5f), z_lo, S::fnma(S::add(yh, s6), yl, ct));
   const F cs = S::add(w1c, ct);
   // sin y = (yh + s6) + its error + s6's errors + y^5 S + cos(y) yl
-  F st = S::fma(S::mul(y3, z), horner_f<S>(z, kSinS), S::fnma(hz, yl, yl));
+  F st = S::fma(S::mul(y3, z), horner<S>(z, kSinS), S::fnma(hz, yl, yl));
   st = S::add(st, S::fma(y3, S::set1_f(kSixthLo), s6_lo));
   st = S::fma(S::fma(z_lo, yh, y3_lo), S::set1_f(kSixthHi), st);
   const F bs = S::add(yh, s6);

@@ -52,8 +52,8 @@ inline void philox_soa(const typename S::I* cnt, const Keys<S>& k, typename S::I
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const I p0 = S::mul32(cnt[g], m0);
-    c0[g] = S::xor_(S::template shr64<32>(cnt[g]), k.k0[0]);
-    c2[g] = S::xor_(S::template shr64<32>(p0), k.k1[0]);
+    c0[g] = S::xor_(S::shr64(cnt[g], 32), k.k0[0]);
+    c2[g] = S::xor_(S::shr64(p0, 32), k.k1[0]);
     c3[g] = p0;
   }
   // Round 1: word 1 is zero.
@@ -61,8 +61,8 @@ inline void philox_soa(const typename S::I* cnt, const Keys<S>& k, typename S::I
   for (int g = 0; g < G; ++g) {
     const I p0 = S::mul32(c0[g], m0);
     const I p1 = S::mul32(c2[g], m1);
-    c0[g] = S::xor_(S::template shr64<32>(p1), k.k0[1]);
-    c2[g] = S::xor3(S::template shr64<32>(p0), c3[g], k.k1[1]);
+    c0[g] = S::xor_(S::shr64(p1, 32), k.k0[1]);
+    c2[g] = S::xor3(S::shr64(p0, 32), c3[g], k.k1[1]);
     c1[g] = p1;
     c3[g] = p0;
   }
@@ -72,8 +72,8 @@ inline void philox_soa(const typename S::I* cnt, const Keys<S>& k, typename S::I
     for (int g = 0; g < G; ++g) {
       const I p0 = S::mul32(c0[g], m0);
       const I p1 = S::mul32(c2[g], m1);
-      c0[g] = S::xor3(S::template shr64<32>(p1), c1[g], k.k0[r]);
-      c2[g] = S::xor3(S::template shr64<32>(p0), c3[g], k.k1[r]);
+      c0[g] = S::xor3(S::shr64(p1, 32), c1[g], k.k0[r]);
+      c2[g] = S::xor3(S::shr64(p0, 32), c3[g], k.k1[r]);
       c1[g] = p1;
       c3[g] = p0;
     }
@@ -163,7 +163,7 @@ struct IdentityXf {
 template <class S, int Shift, bool Affine>
 MPSRT_SIMD_INLINE typename S::F unit_f32(typename S::U w, float scale, typename S::F lo,
                                          typename S::F span) {
-  auto u = S::mul(S::cvt(S::template shr32<Shift>(w)), S::set1_f(scale));
+  auto u = S::mul(S::cvt(S::shr32(w, Shift)), S::set1_f(scale));
   if constexpr (Affine) u = S::add(lo, S::mul(span, u));
   return u;
 }
@@ -185,8 +185,8 @@ struct F64Xf {
   static constexpr bool kNarrow = false;
   typename S::D lo, span;
   typename S::I operator()(typename S::I w) const {
-    const auto v = S::template shr64<11>(w);
-    const auto a = S::template shr64<32>(v);
+    const auto v = S::shr64(w, 11);
+    const auto a = S::shr64(v, 32);
     const auto b = S::and_(v, S::set1_64(0xffffffffULL));
     const auto da = S::sub(S::as_d(S::or_(a, S::set1_64(0x4530000000000000ULL))),
                            S::set1_d(19342813113834066795298816.0));  // 2^84

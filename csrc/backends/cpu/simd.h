@@ -17,7 +17,7 @@
 //   as_u(F), as_f(U), as_i(D), as_d(I)               bit casts
 //  its own:
 //   kHasStream                                       streaming stores exist
-//   shl64<N>, shr64<N>(I); shl32<N>, shr32<N>, sra32<N>(U)   shifts (logical; sra32
+//   shl64, shr64(I, n); shl32, shr32, sra32(U, n)   shifts by a constant n (logical; sra32
 //                                                    arithmetic), the ISA's own instructions:
 //                                                    as vector-extension shifts the compiler
 //                                                    folds shift pairs into masks, which
@@ -172,18 +172,9 @@ struct Twice {
   static F set1_f(float v) { return {S::set1_f(v), S::set1_f(v)}; }
   static U add32(U x, U y) { return {S::add32(x.a, y.a), S::add32(x.b, y.b)}; }
   static U sub32(U x, U y) { return {S::sub32(x.a, y.a), S::sub32(x.b, y.b)}; }
-  template <int N>
-  static U shl32(U x) {
-    return {S::template shl32<N>(x.a), S::template shl32<N>(x.b)};
-  }
-  template <int N>
-  static U shr32(U x) {
-    return {S::template shr32<N>(x.a), S::template shr32<N>(x.b)};
-  }
-  template <int N>
-  static U sra32(U x) {
-    return {S::template sra32<N>(x.a), S::template sra32<N>(x.b)};
-  }
+  static U shl32(U x, int n) { return {S::shl32(x.a, n), S::shl32(x.b, n)}; }
+  static U shr32(U x, int n) { return {S::shr32(x.a, n), S::shr32(x.b, n)}; }
+  static U sra32(U x, int n) { return {S::sra32(x.a, n), S::sra32(x.b, n)}; }
   static U as_u(F x) { return {S::as_u(x.a), S::as_u(x.b)}; }
   static F as_f(U x) { return {S::as_f(x.a), S::as_f(x.b)}; }
   static F cvt(U x) { return {S::cvt(x.a), S::cvt(x.b)}; }

@@ -42,26 +42,11 @@ struct Avx2 : Lanes<Avx2Regs> {
   }
   static void fence() { _mm_sfence(); }
 
-  template <int N>
-  static I shl64(I a) {
-    return _mm256_slli_epi64(a, N);
-  }
-  template <int N>
-  static I shr64(I a) {
-    return _mm256_srli_epi64(a, N);
-  }
-  template <int N>
-  static U shl32(U a) {
-    return _mm256_slli_epi32(a, N);
-  }
-  template <int N>
-  static U shr32(U a) {
-    return _mm256_srli_epi32(a, N);
-  }
-  template <int N>
-  static U sra32(U a) {
-    return _mm256_srai_epi32(a, N);
-  }
+  static I shl64(I a, int n) { return _mm256_slli_epi64(a, n); }
+  static I shr64(I a, int n) { return _mm256_srli_epi64(a, n); }
+  static U shl32(U a, int n) { return _mm256_slli_epi32(a, n); }
+  static U shr32(U a, int n) { return _mm256_srli_epi32(a, n); }
+  static U sra32(U a, int n) { return _mm256_srai_epi32(a, n); }
   static I mul32(I a, I b) { return _mm256_mul_epu32(a, b); }
   static I xor3(I a, I b, I c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
   static F cvt(U a) { return _mm256_cvtepi32_ps(a); }
@@ -75,18 +60,18 @@ struct Avx2 : Lanes<Avx2Regs> {
   static F lookup16(const float* t, U i) {
     const F lo = _mm256_permutevar8x32_ps(_mm256_load_ps(t), i);
     const F hi = _mm256_permutevar8x32_ps(_mm256_load_ps(t + 8), i);
-    return _mm256_blendv_ps(lo, hi, as_f(shl32<28>(i)));
+    return _mm256_blendv_ps(lo, hi, as_f(shl32(i, 28)));
   }
   static D lookup16(const double* t, I i) {
     return _mm256_i64gather_pd(t, and_(i, set1_64(15)), 8);
   }
-  static F select_odd(U q, F a, F b) { return _mm256_blendv_ps(a, b, as_f(shl32<31>(q))); }
+  static F select_odd(U q, F a, F b) { return _mm256_blendv_ps(a, b, as_f(shl32(q, 31))); }
   static D select_odd(I q, D a, D b) {
     return _mm256_blendv_pd(a, b, as_d(sub64(_mm256_setzero_si256(), and_(q, set1_64(1)))));
   }
   template <int B>
   static F neg_if_bit(U q, F x) {
-    return _mm256_xor_ps(x, as_f(shl32<31 - B>(and_(q, set1_32(1u << B)))));
+    return _mm256_xor_ps(x, as_f(shl32(and_(q, set1_32(1u << B)), 31 - B)));
   }
   static uint32_t neq_mask(F a, F b) {
     return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NEQ_UQ)));
@@ -125,8 +110,8 @@ struct Avx2 : Lanes<Avx2Regs> {
 
   // The 16 words of 4 blocks in memory order: blocks 0-1, then 2-3.
   static void interleave_lo32(I c0, I c1, I c2, I c3, I out[2]) {
-    const I t01 = _mm256_blend_epi32(c0, shl64<32>(c1), 0xaa);
-    const I t23 = _mm256_blend_epi32(c2, shl64<32>(c3), 0xaa);
+    const I t01 = _mm256_blend_epi32(c0, shl64(c1, 32), 0xaa);
+    const I t23 = _mm256_blend_epi32(c2, shl64(c3, 32), 0xaa);
     const I lo = _mm256_unpacklo_epi64(t01, t23);  // blocks 0, 2
     const I hi = _mm256_unpackhi_epi64(t01, t23);  // blocks 1, 3
     out[0] = _mm256_permute2x128_si256(lo, hi, 0x20);

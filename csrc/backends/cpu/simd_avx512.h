@@ -54,26 +54,11 @@ struct Avx512 : Lanes<Avx512Regs> {
   }
   static void fence() { _mm_sfence(); }
 
-  template <int N>
-  static I shl64(I a) {
-    return _mm512_slli_epi64(a, N);
-  }
-  template <int N>
-  static I shr64(I a) {
-    return _mm512_srli_epi64(a, N);
-  }
-  template <int N>
-  static U shl32(U a) {
-    return _mm512_slli_epi32(a, N);
-  }
-  template <int N>
-  static U shr32(U a) {
-    return _mm512_srli_epi32(a, N);
-  }
-  template <int N>
-  static U sra32(U a) {
-    return _mm512_srai_epi32(a, N);
-  }
+  static I shl64(I a, int n) { return _mm512_slli_epi64(a, n); }
+  static I shr64(I a, int n) { return _mm512_srli_epi64(a, n); }
+  static U shl32(U a, int n) { return _mm512_slli_epi32(a, n); }
+  static U shr32(U a, int n) { return _mm512_srli_epi32(a, n); }
+  static U sra32(U a, int n) { return _mm512_srai_epi32(a, n); }
   static I mul32(I a, I b) { return _mm512_mul_epu32(a, b); }
   static I xor3(I a, I b, I c) { return _mm512_ternarylogic_epi64(a, b, c, 0x96); }
   static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
@@ -155,8 +140,8 @@ struct Avx512 : Lanes<Avx512Regs> {
   // (NaN kept quiet).
   static __m256i to_bf16(F u) {
     const U x = as_u(u);
-    const U top = shr32<16>(x);
-    const U rounded = shr32<16>(add32(add32(x, set1_32(0x7fff)), and_(top, set1_32(1))));
+    const U top = shr32(x, 16);
+    const U rounded = shr32(add32(add32(x, set1_32(0x7fff)), and_(top, set1_32(1))), 16);
     const __mmask16 nan =
         _mm512_cmpgt_epu32_mask(and_(x, set1_32(0x7fffffff)), set1_32(0x7f800000));
     return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, or_(top, set1_32(0x40))));

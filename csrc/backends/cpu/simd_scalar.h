@@ -40,26 +40,12 @@ struct Scalar : Lanes<ScalarRegs> {
   }
   static void fence() {}
 
-  template <int N>
-  static I shl64(I a) {
-    return a << N;
-  }
-  template <int N>
-  static I shr64(I a) {
-    return a >> N;
-  }
-  template <int N>
-  static U shl32(U a) {
-    return a << N;
-  }
-  template <int N>
-  static U shr32(U a) {
-    return a >> N;
-  }
-  template <int N>
-  static U sra32(U a) {  // the sign bit fills in (two's complement, as GCC and Clang)
-    return static_cast<U>(static_cast<int32_t>(a) >> N);
-  }
+  static I shl64(I a, int n) { return a << n; }
+  static I shr64(I a, int n) { return a >> n; }
+  static U shl32(U a, int n) { return a << n; }
+  static U shr32(U a, int n) { return a >> n; }
+  // sra32: the sign bit fills in (two's complement, as GCC and Clang)
+  static U sra32(U a, int n) { return static_cast<U>(static_cast<int32_t>(a) >> n); }
   static F cvt(U a) { return static_cast<float>(static_cast<int32_t>(a)); }
   static F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
   static D fma(D a, D b, D c) { return std::fma(a, b, c); }
