@@ -11,6 +11,9 @@
 // Registers: I holds kLanes64 64-bit integer lanes, U kLanes32 32-bit integer lanes (on SIMD
 // the same register as I), F kLanes32 floats, D kLanes64 doubles. S provides:
 //  from Lanes:
+//   set1_64, set1_32, set1_f, set1_d                 broadcasts
+//   iota64()                                         lanes 0, 1, ..., kLanes64 - 1
+//   loadu(const void*) -> I                          unaligned load
 //   add64, sub64 (I); add32, sub32 (U)               lane arithmetic, wrapping
 //   and_, or_, xor_ (I or U)                         bitwise
 //   add, sub, mul (F or D)                           IEEE, rounded to nearest
@@ -23,8 +26,7 @@
 //                                                    folds shift pairs into masks, which
 //                                                    measured 4 % slower in the float32
 //                                                    Box-Muller loop
-//   set1_64, set1_32, set1_f, set1_d                 broadcasts
-//   loadu(const void*) -> I, store<M>(void*, I)      M: kStoreU, kStore (aligned), kStream
+//   store<M>(void*, I)                               M: kStoreU, kStore (aligned), kStream
 //   fence()                                          after streaming stores
 //   cvt(U)                                           signed int32 -> float
 //   fma (a b + c; F or D), fms (a b - c; F), fnma (-a b + c; F), sqrt (F or D)
@@ -39,7 +41,6 @@
 //   store_pairs(float* out, F z0, F z1), store_pairs(double* out, D z0, D z1)
 //                                                    out[2i] = z0[i], out[2i + 1] = z1[i]
 //  and on SIMD (Philox):
-//   iota64()                                         lanes 0, 1, ..., kLanes64 - 1
 //   mul32(I, I)                                      low 32 x low 32 -> 64 bits, unsigned
 //   xor3(I, I, I)
 //   interleave_lo32(c0, c1, c2, c3, I out[2])        the low halves of the lanes of c0..c3 as
@@ -52,6 +53,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 // The kernels' inner steps are inlined into their loops, whatever their size (a call would
 // pass the registers through memory); a loop nest that spills registers (Philox on AVX2's 16)
@@ -106,6 +108,17 @@ struct Lanes {
       return (To)x;  // between vector types of one size: the bits (as the intrinsics' casts)
     }
   }
+  static I set1_64(uint64_t v) { return as<I>(splat<V64>(v)); }
+  static U set1_32(uint32_t v) { return as<U>(splat<V32>(v)); }
+  static F set1_f(float v) { return splat<F>(v); }
+  static D set1_d(double v) { return splat<D>(v); }
+  static I iota64() { return as<I>(iota<V64>(std::make_index_sequence<kLanes64>())); }
+  static I loadu(const void* p) {
+    I r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+  }
+
   static U as_u(F a) { return as<U>(a); }
   static F as_f(U a) { return as<F>(a); }
   static I as_i(D a) { return as<I>(a); }
@@ -150,6 +163,20 @@ struct Lanes {
   static D mul(D a, D b) { return a * b; }
 
  private:
+  // V{v, v, ...} and V{0, 1, ...}: a register's lanes (one lane: v, 0).
+  template <class V, class T>
+  static V splat(T v) {
+    return splat<V>(v, std::make_index_sequence<sizeof(V) / sizeof(T)>());
+  }
+  template <class V, class T, size_t... L>
+  static V splat(T v, std::index_sequence<L...>) {
+    return V{((void)L, v)...};
+  }
+  template <class V, size_t... L>
+  static V iota(std::index_sequence<L...>) {
+    return V{L...};
+  }
+
   static constexpr size_t kBytes = std::is_arithmetic_v<I> ? 0 : sizeof(I);
   using V64 = typename LaneReg<uint64_t, kBytes>::type;
   using V32 = typename LaneReg<uint32_t, kBytes>::type;

@@ -23,13 +23,6 @@ struct Avx2Regs {
 struct Avx2 : Lanes<Avx2Regs> {
   static constexpr bool kHasStream = true;
 
-  static I set1_64(uint64_t v) { return _mm256_set1_epi64x(static_cast<long long>(v)); }
-  static U set1_32(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
-  static F set1_f(float v) { return _mm256_set1_ps(v); }
-  static D set1_d(double v) { return _mm256_set1_pd(v); }
-  static I iota64() { return _mm256_setr_epi64x(0, 1, 2, 3); }
-
-  static I loadu(const void* p) { return _mm256_loadu_si256(static_cast<const I*>(p)); }
   template <int M>
   static void store(void* p, I v) {
     if constexpr (M == kStream) {

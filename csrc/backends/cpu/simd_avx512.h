@@ -35,13 +35,6 @@ struct Avx512Regs {
 struct Avx512 : Lanes<Avx512Regs> {
   static constexpr bool kHasStream = true;
 
-  static I set1_64(uint64_t v) { return _mm512_set1_epi64(static_cast<long long>(v)); }
-  static U set1_32(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
-  static F set1_f(float v) { return _mm512_set1_ps(v); }
-  static D set1_d(double v) { return _mm512_set1_pd(v); }
-  static I iota64() { return _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7); }
-
-  static I loadu(const void* p) { return _mm512_loadu_si512(p); }
   template <int M>
   static void store(void* p, I v) {
     if constexpr (M == kStream) {

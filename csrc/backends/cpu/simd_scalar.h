@@ -24,16 +24,6 @@ struct ScalarRegs {
 struct Scalar : Lanes<ScalarRegs> {
   static constexpr bool kHasStream = false;
 
-  static I set1_64(uint64_t v) { return v; }
-  static U set1_32(uint32_t v) { return v; }
-  static F set1_f(float v) { return v; }
-  static D set1_d(double v) { return v; }
-
-  static I loadu(const void* p) {
-    I r;
-    std::memcpy(&r, p, sizeof r);
-    return r;
-  }
   template <int M>
   static void store(void* p, I v) {  // every mode: a plain store
     std::memcpy(p, &v, sizeof v);
