@@ -280,7 +280,7 @@ void bits_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
   if (p.dtype != RandomDType::U32) return;
   body_loop<G>(
       static_cast<uint32_t*>(dst), p, first, n, 1, [](const uint32_t* w) { return w[0]; },
-      [&p](uint32_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+      [&](uint32_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
         if constexpr (G::kStepBlocks > 0) G::bits(out, p.seed, blk, steps, aligned, nt);
       });
 }
@@ -297,7 +297,7 @@ void uniform_f32(float* dst, const RandomParams& p, uint64_t first, uint64_t n) 
         const float t = span * G::u_f32(w[0]);
         return lo + t;
       },
-      [&p, lo, span](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+      [&](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
         if constexpr (G::kStepBlocks > 0) {
           G::uniform_f32(out, p.seed, blk, steps, lo, span, aligned, nt);
         }
@@ -320,7 +320,7 @@ void uniform_half(uint16_t* dst, const RandomParams& p, uint64_t first, uint64_t
           return f32_to_f16(lo + t);
         }
       },
-      [&p, lo, span](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+      [&](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
         if constexpr (G::kHalfFused) {
           G::uniform_half(out, p.seed, blk, steps, lo, span, Bf16, aligned, nt);
         }
@@ -337,7 +337,7 @@ void uniform_f64(double* dst, const RandomParams& p, uint64_t first, uint64_t n)
         const double t = span * G::u_f64(w[0], w[1]);
         return lo + t;
       },
-      [&p, lo, span](double* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+      [&](double* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
         if constexpr (G::kStepBlocks > 0) {
           G::uniform_f64(out, p.seed, blk, steps, lo, span, aligned, nt);
         }
