@@ -1,9 +1,8 @@
-// The fill/copy algorithms, written once over a vector type V and instantiated per ISA in
-// kernels_<isa>.cpp (each compiled with its own -m flags). Everything here has internal
-// linkage, so the linker can never merge an AVX-512 instantiation into the scalar path.
-//
-// V provides: kWidth (bytes), kHasStream (streaming stores exist), reg, broadcast(uint64), store /
-// stream (aligned dst), loadu, and fence() after streaming stores.
+// The fill/copy algorithms, written once over an instruction set's simd.h layer S and
+// instantiated per ISA in kernels_<isa>.cpp (each compiled with its own -m flags): registers of
+// S::I (8-byte words on the scalar layer), S::set1_64, S::loadu, S::store<M> and S::fence.
+// Everything here has internal linkage, so the linker can never merge an AVX-512 instantiation
+// into the scalar path.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +10,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
 
 namespace mpsrt::cpu {
 namespace {
@@ -28,16 +28,28 @@ inline void fill_bytes(uint8_t* dst, size_t n, uint64_t p) {
   for (; i < n; ++i) dst[i] = static_cast<uint8_t>(p >> (8 * (i & 7)));
 }
 
-template <class V>
+// r stored from d up to end (4 registers apart) in mode M, four registers a step; d aligned.
+template <class S, int M>
+inline void store_body(uint8_t* d, uint8_t* const end, typename S::I r) {
+  constexpr size_t W = sizeof(r);
+  for (; d < end; d += 4 * W) {
+    S::template store<M>(d, r);
+    S::template store<M>(d + W, r);
+    S::template store<M>(d + 2 * W, r);
+    S::template store<M>(d + 3 * W, r);
+  }
+}
+
+template <class S>
 void fill_impl(void* dst_v, size_t n, uint64_t p, bool nt) {
   auto* dst = static_cast<uint8_t*>(dst_v);
-  nt = nt && V::kHasStream;
+  nt = nt && S::kHasStream;
   // Cost: glibc memset is the fastest cached path for byte patterns; keep it.
   if (!nt && is_byte_pattern(p)) {
     std::memset(dst, static_cast<int>(p & 0xff), n);
     return;
   }
-  constexpr size_t W = V::kWidth;
+  constexpr size_t W = sizeof(typename S::I);
   if (n < 4 * W) {
     fill_bytes(dst, n, p);
     return;
@@ -45,36 +57,26 @@ void fill_impl(void* dst_v, size_t n, uint64_t p, bool nt) {
   const size_t head = (W - (reinterpret_cast<uintptr_t>(dst) & (W - 1))) & (W - 1);
   fill_bytes(dst, head, p);
   const uint64_t body_p = rotate_pattern(p, head);
-  const typename V::reg r = V::broadcast(body_p);
-  uint8_t* d = dst + head;
+  const typename S::I r = S::set1_64(body_p);
+  uint8_t* const d = dst + head;
   const size_t body = (n - head) & ~(4 * W - 1);
   uint8_t* const end = d + body;
   if (nt) {
-    for (; d < end; d += 4 * W) {
-      V::stream(d, r);
-      V::stream(d + W, r);
-      V::stream(d + 2 * W, r);
-      V::stream(d + 3 * W, r);
-    }
-    V::fence();
+    store_body<S, simd::kStream>(d, end, r);
+    S::fence();
   } else {
-    for (; d < end; d += 4 * W) {
-      V::store(d, r);
-      V::store(d + W, r);
-      V::store(d + 2 * W, r);
-      V::store(d + 3 * W, r);
-    }
+    store_body<S, simd::kStore>(d, end, r);
   }
-  fill_bytes(d, n - head - body, rotate_pattern(p, head + body));
+  fill_bytes(end, n - head - body, rotate_pattern(p, head + body));
 }
 
 // Cached copies go to glibc memcpy, which picks its strategy per CPU. A fixed `rep movsb` from
 // 1 MiB up measured 1.45x glibc on one development VM (256 MiB: 29 against 20 GB/s) and 0.58x
 // on another (6.7 against 11.5 GB/s): no fixed rule beats glibc's own choice on both.
-template <class V>
+template <class S>
 void copy_impl(void* dst_v, const void* src_v, size_t n, bool nt) {
-  constexpr size_t W = V::kWidth;
-  if (!nt || !V::kHasStream || n < 8 * W) {
+  constexpr size_t W = sizeof(typename S::I);
+  if (!nt || !S::kHasStream || n < 8 * W) {
     std::memcpy(dst_v, src_v, n);
     return;
   }
@@ -87,22 +89,22 @@ void copy_impl(void* dst_v, const void* src_v, size_t n, bool nt) {
   const size_t body = (n - head) & ~(4 * W - 1);
   uint8_t* const end = d + body;
   for (; d < end; d += 4 * W, s += 4 * W) {
-    const typename V::reg a = V::loadu(s);
-    const typename V::reg b = V::loadu(s + W);
-    const typename V::reg c = V::loadu(s + 2 * W);
-    const typename V::reg e = V::loadu(s + 3 * W);
-    V::stream(d, a);
-    V::stream(d + W, b);
-    V::stream(d + 2 * W, c);
-    V::stream(d + 3 * W, e);
+    const typename S::I a = S::loadu(s);
+    const typename S::I b = S::loadu(s + W);
+    const typename S::I c = S::loadu(s + 2 * W);
+    const typename S::I e = S::loadu(s + 3 * W);
+    S::template store<simd::kStream>(d, a);
+    S::template store<simd::kStream>(d + W, b);
+    S::template store<simd::kStream>(d + 2 * W, c);
+    S::template store<simd::kStream>(d + 3 * W, e);
   }
-  V::fence();
+  S::fence();
   std::memcpy(d, s, n - head - body);
 }
 
-template <class V>
+template <class S>
 constexpr Kernels make_kernels(Isa isa, RandomFn random) {
-  return Kernels{isa, &fill_impl<V>, &copy_impl<V>, random};
+  return Kernels{isa, &fill_impl<S>, &copy_impl<S>, random};
 }
 
 }  // namespace

@@ -25,25 +25,8 @@
 // negated by quadrant. The polynomials are least-squares fits of relative error on Chebyshev
 // nodes; their errors are noted with them.
 //
-// V (float64) provides (D: kLanes doubles, I: kLanes uint64 lanes):
-//   load_pairs(const uint32_t* w)   lane i = w[2i] | w[2i + 1] << 32 (the pair's two words)
-//   i64(x), f64(x)                  broadcast constants
-//   and_, or_, xor_, add_i, sub_i, shl<N>, shr<N>(I)    integer lane operations
-//   as_d(I), as_i(D)                bit casts
-//   add, sub, mul, fma(a, b, c), sqrt(D)   IEEE double operations, round to nearest
-//   lookup16(const double t[16], I) t[i & 15] per lane
-//   select_odd(I q, D a, D b)       per lane: q odd ? b : a
-//   store_f64(double* out, D z0, D z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
-// VF (float32) provides (F: kLanes floats, U: kLanes uint32 lanes):
-//   load_pairs(const uint32_t* w, U& w0, U& w1)   w0[i] = w[2i], w1[i] = w[2i + 1]
-//   u(x), f(x); add_u, sub_u, shl<N>, shr<N>, sra<N> (arithmetic)(U); as_u(F), as_f(U)
-//   cvt(U)                          signed int32 -> float
-//   add, sub, mul, fma (a b + c), fms (a b - c), fnma (-a b + c), sqrt(F)
-//   lookup16(const float t[16], U), select_odd(U q, F a, F b)
-//   neg_if_bit<B>(U q, F x)         per lane: bit B of q set ? -x : x (the sign bit flipped)
-//   neq_mask(F a, F b)              bit i set where a[i] != b[i]
-//   fix_lanes(F v, U w, mask, fn)   v with lane i replaced by fn(w[i]) for the mask's lanes
-//   store(float* out, F z0, F z1)   out[2i] = z0[i], out[2i + 1] = z1[i]
+// Both are written over an instruction set's simd.h layer S: box_muller on its doubles (D,
+// S::kLanes64 lanes), box_muller_f32 on its floats (F, S::kLanes32 lanes).
 #pragma once
 
 #include <cmath>
@@ -51,13 +34,7 @@
 #include <cstdint>
 #include <cstring>
 
-// The per-register Box-Muller step is inlined into its loops (a call would pass the vectors
-// through memory).
-#if defined(__GNUC__)
-#define MPSRT_NRM_INLINE inline __attribute__((always_inline))
-#else
-#define MPSRT_NRM_INLINE inline
-#endif
+#include "backends/cpu/simd.h"
 
 namespace mpsrt::cpu {
 namespace {
@@ -128,61 +105,70 @@ constexpr double kRoundMagic = 0x1.8p52;  // x + 1.5 * 2^52 - 1.5 * 2^52: x roun
 constexpr uint64_t kI2dMagic = 0x4330000000000000ULL;  // bits of 2^52
 constexpr double kTwoPi = 0x1.921fb54442d18p+2;        // double(2 pi)
 
-template <class V, size_t N>
-inline typename V::D horner(typename V::D x, const double (&c)[N]) {
-  typename V::D s = V::f64(c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) s = V::fma(s, x, V::f64(c[i]));
+/// c[0] + x (c[1] + x (...)) by fused multiply-adds, on S's doubles or floats (as c's).
+template <class S, class R, class T, size_t N>
+MPSRT_SIMD_INLINE R horner(R x, const T (&c)[N]) {
+  const auto k = [](T v) {
+    if constexpr (sizeof(T) == 4) {
+      return S::set1_f(v);
+    } else {
+      return S::set1_d(v);
+    }
+  };
+  R s = k(c[N - 1]);
+  for (size_t i = N - 1; i-- > 0;) s = S::fma(s, x, k(c[i]));
   return s;
 }
 
 /// float64: mean + std * Z for the `pairs` word pairs at w, Z the standard normals, in memory
 /// order: out[2i] from the cosine, out[2i + 1] from the sine. pairs is rounded up to a
-/// multiple of V::kLanes: w must hold that many pairs and out twice as many values.
-template <class V>
+/// multiple of S::kLanes64: w must hold that many pairs and out twice as many values.
+template <class S>
 void box_muller(const uint32_t* w, double* out, uint64_t pairs, double mean, double sd) {
-  using D = typename V::D;
-  using I = typename V::I;
-  for (uint64_t p = 0; p < pairs; p += V::kLanes, w += 2 * V::kLanes, out += 2 * V::kLanes) {
-    const I x = V::load_pairs(w);
+  using D = typename S::D;
+  using I = typename S::I;
+  for (uint64_t p = 0; p < pairs; p += S::kLanes64, w += 2 * S::kLanes64, out += 2 * S::kLanes64) {
+    const I x = S::load_pairs(w);
     // ---- log u1 (u1 * 2^24 = d = (w0 >> 8) + 1, 1 .. 2^24)
-    const I k1 = V::template shr<40>(V::template shl<32>(x));                        // d - 1
-    const D d = V::sub(V::as_d(V::or_(k1, V::i64(kI2dMagic))), V::f64(0x1p52 - 1));  // exact
-    const I ix = V::as_i(d);
-    const I tmp = V::sub_i(ix, V::i64(kLogOff));
-    const I e = V::template shr<52>(tmp);  // 0..24
-    const D m = V::as_d(V::sub_i(ix, V::template shl<52>(e)));
-    const I idx = V::template shr<48>(tmp);  // the lookups take the low 4 bits
-    const D ed = V::sub(V::as_d(V::or_(e, V::i64(kI2dMagic))), V::f64(0x1p52 + 24));  // E - 24
-    const D rr = V::sub(V::mul(m, V::lookup16(kInvC, idx)), V::f64(1.0));             // exact
-    const D r2 = V::mul(rr, rr);
+    const I k1 = S::shr64(S::shl64(x, 32), 40);                                             // d - 1
+    const D d = S::sub(S::as_d(S::or_(k1, S::set1_64(kI2dMagic))), S::set1_d(0x1p52 - 1));  // exact
+    const I ix = S::as_i(d);
+    const I tmp = S::sub64(ix, S::set1_64(kLogOff));
+    const I e = S::shr64(tmp, 52);  // 0..24
+    const D m = S::as_d(S::sub64(ix, S::shl64(e, 52)));
+    const I idx = S::shr64(tmp, 48);  // the lookups take the low 4 bits
+    const D ed =
+        S::sub(S::as_d(S::or_(e, S::set1_64(kI2dMagic))), S::set1_d(0x1p52 + 24));  // E - 24
+    const D rr = S::sub(S::mul(m, S::lookup16(kInvC, idx)), S::set1_d(1.0));        // exact
+    const D r2 = S::mul(rr, rr);
     // ---- t = 2 pi u2 and its quadrant q: t = q pi/2 + y, |y| <= pi/4
-    const I j = V::template shr<40>(x);  // w1 >> 8
-    const D jd = V::sub(V::as_d(V::or_(j, V::i64(kI2dMagic))), V::f64(0x1p52));
-    const D t = V::mul(V::f64(kTwoPi), V::mul(jd, V::f64(0x1p-24)));
-    const D qs = V::add(V::mul(t, V::f64(kTwoOverPi)), V::f64(kRoundMagic));
-    const I q = V::as_i(qs);  // low bits: the quadrant
-    const D qd = V::sub(qs, V::f64(kRoundMagic));
-    D y = V::sub(t, V::mul(qd, V::f64(kPio2A)));
-    y = V::sub(V::sub(y, V::mul(qd, V::f64(kPio2B))), V::mul(qd, V::f64(kPio2C)));
-    const D zz = V::mul(y, y);
-    const D hz = V::mul(zz, V::f64(0.5));
-    const D one_hz = V::sub(V::f64(1.0), hz);
-    const D l1p = V::add(rr, V::mul(r2, V::fma(rr, horner<V>(rr, kLogP64), V::f64(-0.5))));
-    const D hi = V::fma(ed, V::f64(kLn2Hi), V::lookup16(kLogC, idx));
-    const D l = V::add(hi, V::fma(ed, V::f64(kLn2Lo), l1p));
-    const D sn = V::fma(V::mul(y, zz), horner<V>(zz, kSin64), y);
+    const I j = S::shr64(x, 40);  // w1 >> 8
+    const D jd = S::sub(S::as_d(S::or_(j, S::set1_64(kI2dMagic))), S::set1_d(0x1p52));
+    const D t = S::mul(S::set1_d(kTwoPi), S::mul(jd, S::set1_d(0x1p-24)));
+    const D qs = S::add(S::mul(t, S::set1_d(kTwoOverPi)), S::set1_d(kRoundMagic));
+    const I q = S::as_i(qs);  // low bits: the quadrant
+    const D qd = S::sub(qs, S::set1_d(kRoundMagic));
+    D y = S::sub(t, S::mul(qd, S::set1_d(kPio2A)));
+    y = S::sub(S::sub(y, S::mul(qd, S::set1_d(kPio2B))), S::mul(qd, S::set1_d(kPio2C)));
+    const D zz = S::mul(y, y);
+    const D hz = S::mul(zz, S::set1_d(0.5));
+    const D one_hz = S::sub(S::set1_d(1.0), hz);
+    const D l1p = S::add(rr, S::mul(r2, S::fma(rr, horner<S>(rr, kLogP64), S::set1_d(-0.5))));
+    const D hi = S::fma(ed, S::set1_d(kLn2Hi), S::lookup16(kLogC, idx));
+    const D l = S::add(hi, S::fma(ed, S::set1_d(kLn2Lo), l1p));
+    const D sn = S::fma(S::mul(y, zz), horner<S>(zz, kSin64), y);
     // 1 - y^2/2 + ..., with the rounding error of 1 - y^2/2 added back
-    const D cs = V::add(one_hz, V::fma(V::mul(zz, zz), horner<V>(zz, kCos64),
-                                       V::sub(V::sub(V::f64(1.0), one_hz), hz)));
+    const D cs = S::add(one_hz, S::fma(S::mul(zz, zz), horner<S>(zz, kCos64),
+                                       S::sub(S::sub(S::set1_d(1.0), one_hz), hz)));
     // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
-    const I sign_s = V::template shl<62>(V::and_(q, V::i64(2)));
-    const I sign_c = V::template shl<62>(V::and_(V::add_i(q, V::i64(1)), V::i64(2)));
-    const D c = V::as_d(V::xor_(V::as_i(V::select_odd(q, cs, sn)), sign_c));
-    const D s = V::as_d(V::xor_(V::as_i(V::select_odd(q, sn, cs)), sign_s));
-    const D rad = V::sqrt(V::mul(l, V::f64(-2.0)));
-    const D sdv = V::f64(sd), mv = V::f64(mean);
-    const D z0 = V::mul(rad, c), z1 = V::mul(rad, s);
-    V::store_f64(out, V::add(mv, V::mul(sdv, z0)), V::add(mv, V::mul(sdv, z1)));
+    const I sign_s = S::shl64(S::and_(q, S::set1_64(2)), 62);
+    const I sign_c = S::shl64(S::and_(S::add64(q, S::set1_64(1)), S::set1_64(2)), 62);
+    const D c = S::as_d(S::xor_(S::as_i(S::select_odd(q, cs, sn)), sign_c));
+    const D s = S::as_d(S::xor_(S::as_i(S::select_odd(q, sn, cs)), sign_s));
+    const D rad = S::sqrt(S::mul(l, S::set1_d(-2.0)));
+    const D sdv = S::set1_d(sd), mv = S::set1_d(mean);
+    const D z0 = S::mul(rad, c), z1 = S::mul(rad, s);
+    S::store_pairs(out, S::add(mv, S::mul(sdv, z0)), S::add(mv, S::mul(sdv, z1)));
   }
 }
 
@@ -212,7 +198,7 @@ inline float logf_u1(uint32_t w0) {
 }
 
 // ---- float32: the same definition, evaluated in float with fused multiply-adds on
-// VF::kLanes floats (twice the lanes of the double path). logf, cosf and sinf come out as
+// S::kLanes32 floats (twice the lanes of the double path). logf, cosf and sinf come out as
 // their correctly rounded values but for inputs within about a thousandth of an ulp of a
 // rounding tie: each is a float head that is exact (a table value, 1, or the reduced
 // argument) plus a small tail carried with its rounding errors, added once at the end.
@@ -276,187 +262,146 @@ constexpr float kSixthLo = 0x1.555556p-28f;
 constexpr float kSinS[3] = {0x1.11111p-7f, -0x1.a01722p-13f, 0x1.6ec3acp-19f};
 constexpr float kCosC[4] = {0x1.555556p-5f, -0x1.6c16cp-10f, 0x1.a015cp-16f, -0x1.2522c6p-22f};
 
-template <class VF, size_t N>
-MPSRT_NRM_INLINE typename VF::F horner_f(typename VF::F x, const float (&c)[N]) {
-  typename VF::F s = VF::f(c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) s = VF::fma(s, x, VF::f(c[i]));
-  return s;
-}
-
-/// The float32 normals of the word pairs (w0[i], w1[i]): z0 from the cosine, z1 from the
-/// sine, as mean + sd * Z (kAffine) or 0 + Z.
-template <class VF, bool kAffine>
-MPSRT_NRM_INLINE void bm_f32(typename VF::U w0, typename VF::U w1, typename VF::F mv,
-                             typename VF::F sdv, typename VF::F& out0, typename VF::F& out1) {
-  using F = typename VF::F;
-  using U = typename VF::U;
-  // ---- log u1
-  const U k = VF::add_u(VF::template shr<8>(w0), VF::u(1));  // u1 2^24: 1 .. 2^24
-  const U ix = VF::as_u(VF::cvt(k));                         // exact
-  const U tmp = VF::sub_u(ix, VF::u(0x4b300000));            // bits of 0.6875f 2^24
-  const U e = VF::template sra<23>(tmp);                     // -24 .. 0: u1 = 2^e m
+/// logf(u1) for u1 = ((w0 >> 8) + 1) 2^-24 per lane (see above): correctly rounded but for a
+/// rounding tie of the double logarithm.
+template <class S>
+MPSRT_SIMD_INLINE typename S::F log_u1_f32(typename S::U w0) {
+  using F = typename S::F;
+  using U = typename S::U;
+  const U k = S::add32(S::shr32(w0, 8), S::set1_32(1));  // u1 2^24: 1 .. 2^24
+  const U ix = S::as_u(S::cvt(k));                       // exact
+  const U tmp = S::sub32(ix, S::set1_32(0x4b300000));    // bits of 0.6875f 2^24
+  const U e = S::sra32(tmp, 23);                         // -24 .. 0: u1 = 2^e m
   // m 2^24 (its exponent field moved by 24) against the table's 2^-24 / c_i: the same product
-  const F m = VF::as_f(VF::sub_u(ix, VF::template shl<23>(e)));
-  const U idx = VF::template shr<19>(tmp);  // the lookups take the low 4 bits
-  const F ed = VF::cvt(e);
-  const F invc = VF::lookup16(kInvCf, idx);
-  const F pr = VF::mul(m, invc);
-  const F pr_lo = VF::fms(m, invc, pr);  // exact
-  const F r = VF::sub(pr, VF::f(1.0f));  // exact (pr in [0.96, 1.04])
-  const F head = VF::fma(ed, VF::f(kLn2HiF), VF::lookup16(kLogCHi, idx));  // exact
-  const F b = VF::add(head, r);
-  const F b_err = VF::add(VF::sub(head, b), r);  // exact: head is 0 or larger than r
-  const F r2 = VF::mul(r, r);
-  const F h2 = VF::mul(r2, VF::f(-0.5f));  // exact
-  const F b2 = VF::add(b, h2);
-  const F b2_err = VF::add(VF::sub(b, b2), h2);  // exact: |b| > |h2|
-  F tl = VF::fma(VF::mul(r2, r), horner_f<VF>(r, kLogPf),
-                 VF::fma(VF::fms(r, r, r2), VF::f(-0.5f), b2_err));
-  tl = VF::add(tl, VF::fma(ed, VF::f(kLn2LoF), VF::lookup16(kLogCLo, idx)));
-  tl = VF::add(tl, VF::fnma(pr_lo, r, pr_lo));
-  const F lt = VF::add(tl, b_err);
-  F l = VF::add(b2, lt);  // logf(u1)
+  const F m = S::as_f(S::sub32(ix, S::shl32(e, 23)));
+  const U idx = S::shr32(tmp, 19);  // the lookups take the low 4 bits
+  const F ed = S::cvt(e);
+  const F invc = S::lookup16(kInvCf, idx);
+  const F pr = S::mul(m, invc);
+  const F pr_lo = S::fms(m, invc, pr);      // exact
+  const F r = S::sub(pr, S::set1_f(1.0f));  // exact (pr in [0.96, 1.04])
+  const F head = S::fma(ed, S::set1_f(kLn2HiF), S::lookup16(kLogCHi, idx));  // exact
+  const F b = S::add(head, r);
+  const F b_err = S::add(S::sub(head, b), r);  // exact: head is 0 or larger than r
+  const F r2 = S::mul(r, r);
+  const F h2 = S::mul(r2, S::set1_f(-0.5f));  // exact
+  const F b2 = S::add(b, h2);
+  const F b2_err = S::add(S::sub(b, b2), h2);  // exact: |b| > |h2|
+  F tl = S::fma(S::mul(r2, r), horner<S>(r, kLogPf),
+                S::fma(S::fms(r, r, r2), S::set1_f(-0.5f), b2_err));
+  tl = S::add(tl, S::fma(ed, S::set1_f(kLn2LoF), S::lookup16(kLogCLo, idx)));
+  tl = S::add(tl, S::fnma(pr_lo, r, pr_lo));
+  const F lt = S::add(tl, b_err);
+  F l = S::add(b2, lt);  // logf(u1)
   // l's rounding error, exactly (|b2| > |lt|). Within 2^-11 of half the gap to l's neighbour
   // on its side, the tail's own error (a few 2^-16 ulp) could decide the rounding: such lanes
   // (about 0.1 %) take the float64 logarithm, rounded. They are the lanes where l + l_err
   // (1 + 2^-11) rounds to another float. So l is logf(u1) correctly rounded but for a rounding
   // tie of the double logarithm (2^-29 ulp), and a value whose cosine or sine is an ulp off is
   // still within 2 ulp of the correctly rounded steps.
-  const F l_err = VF::sub(lt, VF::sub(l, b2));
-  if (const uint32_t near = VF::neq_mask(VF::fma(l_err, VF::f(1.0f + 0x1p-11f), l), l)) {
-    l = VF::fix_lanes(l, w0, near, [](uint32_t w) { return logf_u1(w); });
+  const F l_err = S::sub(lt, S::sub(l, b2));
+  if (const uint32_t near = S::neq_mask(S::fma(l_err, S::set1_f(1.0f + 0x1p-11f), l), l)) {
+    l = S::fix_lanes(l, w0, near, [](uint32_t w) { return logf_u1(w); });
   }
-  const F rad = VF::sqrt(VF::mul(l, VF::f(-2.0f)));
-  // ---- sin / cos of t
-  const U j = VF::template shr<8>(w1);  // u2 2^24
-  const F t = VF::mul(VF::cvt(j), VF::f(kTwoPiOver2p24));
+  return l;
+}
+
+/// cos t and sin t for t = float(2 pi) u2, u2 = (w1 >> 8) 2^-24 per lane (see above).
+template <class S>
+MPSRT_SIMD_INLINE void sincos_u2_f32(typename S::U w1, typename S::F& c, typename S::F& s) {
+  using F = typename S::F;
+  using U = typename S::U;
+  const U j = S::shr32(w1, 8);  // u2 2^24
+  const F t = S::mul(S::cvt(j), S::set1_f(kTwoPiOver2p24));
   // t 2/pi is j / 2^22 to 3e-8 relative: q rounds that in integers (a quadrant boundary off by
   // that much leaves |y| within pi/4 + 1e-7, where the polynomials still hold).
-  const U q = VF::template shr<22>(VF::add_u(j, VF::u(1u << 21)));
-  const F qf = VF::cvt(q);
-  const F y1 = VF::fnma(qf, VF::f(kP1), t);  // exact
-  const F yh = VF::fnma(qf, VF::f(kP2), y1);
+  const U q = S::shr32(S::add32(j, S::set1_32(1u << 21)), 22);
+  const F qf = S::cvt(q);
+  const F y1 = S::fnma(qf, S::set1_f(kP1), t);  // exact
+  const F yh = S::fnma(qf, S::set1_f(kP2), y1);
   // y1 - yh is exact (yh's ulp is at most y1's and the difference is about q kP2), so the
   // fused step gives yh's rounding error exactly.
-  const F yl = VF::fnma(qf, VF::f(kP3), VF::fnma(qf, VF::f(kP2), VF::sub(y1, yh)));
-  const F z = VF::mul(yh, yh);
-  const F z_lo = VF::fms(yh, yh, z);
+  const F yl = S::fnma(qf, S::set1_f(kP3), S::fnma(qf, S::set1_f(kP2), S::sub(y1, yh)));
+  const F z = S::mul(yh, yh);
+  const F z_lo = S::fms(yh, yh, z);
   // y^3 = z yh + (z_lo yh), times -1/6 with its rounding error kept
-  const F y3 = VF::mul(z, yh);
-  const F y3_lo = VF::fms(z, yh, y3);
-  const F s6 = VF::mul(y3, VF::f(kSixthHi));
-  const F s6_lo = VF::fms(y3, VF::f(kSixthHi), s6);
-  const F hz = VF::mul(z, VF::f(0.5f));  // exact
+  const F y3 = S::mul(z, yh);
+  const F y3_lo = S::fms(z, yh, y3);
+  const F s6 = S::mul(y3, S::set1_f(kSixthHi));
+  const F s6_lo = S::fms(y3, S::set1_f(kSixthHi), s6);
+  const F hz = S::mul(z, S::set1_f(0.5f));  // exact
   // cos y = (1 - hz) + its error + y^4 C - z_lo/2 - sin(y) yl
-  const F w1c = VF::sub(VF::f(1.0f), hz);
-  const F w1c_err = VF::sub(VF::sub(VF::f(1.0f), w1c), hz);  // exact
-  F ct = VF::fma(VF::mul(z, z), horner_f<VF>(z, kCosC), w1c_err);
-  ct = VF::fma(VF::f(-0.5f), z_lo, VF::fnma(VF::add(yh, s6), yl, ct));
-  const F cs = VF::add(w1c, ct);
+  const F w1c = S::sub(S::set1_f(1.0f), hz);
+  const F w1c_err = S::sub(S::sub(S::set1_f(1.0f), w1c), hz);  // exact
+  F ct = S::fma(S::mul(z, z), horner<S>(z, kCosC), w1c_err);
+  ct = S::fma(S::set1_f(-0.5f), z_lo, S::fnma(S::add(yh, s6), yl, ct));
+  const F cs = S::add(w1c, ct);
   // sin y = (yh + s6) + its error + s6's errors + y^5 S + cos(y) yl
-  F st = VF::fma(VF::mul(y3, z), horner_f<VF>(z, kSinS), VF::fnma(hz, yl, yl));
-  st = VF::add(st, VF::fma(y3, VF::f(kSixthLo), s6_lo));
-  st = VF::fma(VF::fma(z_lo, yh, y3_lo), VF::f(kSixthHi), st);
-  const F bs = VF::add(yh, s6);
-  const F bs_err = VF::add(VF::sub(yh, bs), s6);  // exact: |yh| > |s6|
-  const F sn = VF::add(bs, VF::add(st, bs_err));
+  F st = S::fma(S::mul(y3, z), horner<S>(z, kSinS), S::fnma(hz, yl, yl));
+  st = S::add(st, S::fma(y3, S::set1_f(kSixthLo), s6_lo));
+  st = S::fma(S::fma(z_lo, yh, y3_lo), S::set1_f(kSixthHi), st);
+  const F bs = S::add(yh, s6);
+  const F bs_err = S::add(S::sub(yh, bs), s6);  // exact: |yh| > |s6|
+  const F sn = S::add(bs, S::add(st, bs_err));
   // Quadrant q: cos t = (cs, -sn, -cs, sn)[q % 4], sin t = (sn, cs, -sn, -cs)[q % 4].
-  const F c = VF::template neg_if_bit<1>(VF::add_u(q, VF::u(1)), VF::select_odd(q, cs, sn));
-  const F s = VF::template neg_if_bit<1>(q, VF::select_odd(q, sn, cs));
+  c = S::template neg_if_bit<1>(S::add32(q, S::set1_32(1)), S::select_odd(q, cs, sn));
+  s = S::template neg_if_bit<1>(q, S::select_odd(q, sn, cs));
+}
+
+/// The float32 normals of the word pairs (w0[i], w1[i]): z0 from the cosine, z1 from the
+/// sine, as mean + sd * Z (kAffine) or 0 + Z.
+template <class S, bool kAffine>
+MPSRT_SIMD_INLINE void bm_f32(typename S::U w0, typename S::U w1, typename S::F mv,
+                              typename S::F sdv, typename S::F& out0, typename S::F& out1) {
+  const typename S::F rad = S::sqrt(S::mul(log_u1_f32<S>(w0), S::set1_f(-2.0f)));
+  typename S::F c, s;
+  sincos_u2_f32<S>(w1, c, s);
   if constexpr (kAffine) {
-    out0 = VF::add(mv, VF::mul(sdv, VF::mul(rad, c)));
-    out1 = VF::add(mv, VF::mul(sdv, VF::mul(rad, s)));
+    out0 = S::add(mv, S::mul(sdv, S::mul(rad, c)));
+    out1 = S::add(mv, S::mul(sdv, S::mul(rad, s)));
   } else {  // 0 + 1 z: the same bits as the affine form (rad c + 0 in one rounding: -0 is +0)
-    out0 = VF::fma(rad, c, VF::f(0.0f));
-    out1 = VF::fma(rad, s, VF::f(0.0f));
+    out0 = S::fma(rad, c, S::set1_f(0.0f));
+    out1 = S::fma(rad, s, S::set1_f(0.0f));
   }
 }
 
-/// Two VF register sets as one, op by op: bm_f32<Twice<VF>> interleaves two independent
-/// Box-Muller chains in program order, which the out-of-order core overlaps better than one
-/// long chain after another (AVX-512 fused loop: +6 % measured; the AVX2 table's 8 lanes gain
-/// nothing, so it keeps one set).
-template <class VF>
-struct Twice {
-  static constexpr uint64_t kLanes = 2 * VF::kLanes;
-  struct F {
-    typename VF::F a, b;
-  };
-  struct U {
-    typename VF::U a, b;
-  };
-  static U u(uint32_t v) { return {VF::u(v), VF::u(v)}; }
-  static F f(float v) { return {VF::f(v), VF::f(v)}; }
-  static U add_u(U x, U y) { return {VF::add_u(x.a, y.a), VF::add_u(x.b, y.b)}; }
-  static U sub_u(U x, U y) { return {VF::sub_u(x.a, y.a), VF::sub_u(x.b, y.b)}; }
-  template <int N>
-  static U shl(U x) {
-    return {VF::template shl<N>(x.a), VF::template shl<N>(x.b)};
-  }
-  template <int N>
-  static U shr(U x) {
-    return {VF::template shr<N>(x.a), VF::template shr<N>(x.b)};
-  }
-  template <int N>
-  static U sra(U x) {
-    return {VF::template sra<N>(x.a), VF::template sra<N>(x.b)};
-  }
-  static U as_u(F x) { return {VF::as_u(x.a), VF::as_u(x.b)}; }
-  static F as_f(U x) { return {VF::as_f(x.a), VF::as_f(x.b)}; }
-  static F cvt(U x) { return {VF::cvt(x.a), VF::cvt(x.b)}; }
-  static F add(F x, F y) { return {VF::add(x.a, y.a), VF::add(x.b, y.b)}; }
-  static F sub(F x, F y) { return {VF::sub(x.a, y.a), VF::sub(x.b, y.b)}; }
-  static F mul(F x, F y) { return {VF::mul(x.a, y.a), VF::mul(x.b, y.b)}; }
-  static F fma(F x, F y, F z) { return {VF::fma(x.a, y.a, z.a), VF::fma(x.b, y.b, z.b)}; }
-  static F fms(F x, F y, F z) { return {VF::fms(x.a, y.a, z.a), VF::fms(x.b, y.b, z.b)}; }
-  static F fnma(F x, F y, F z) { return {VF::fnma(x.a, y.a, z.a), VF::fnma(x.b, y.b, z.b)}; }
-  static F sqrt(F x) { return {VF::sqrt(x.a), VF::sqrt(x.b)}; }
-  static F lookup16(const float* t, U i) { return {VF::lookup16(t, i.a), VF::lookup16(t, i.b)}; }
-  static F select_odd(U q, F x, F y) {
-    return {VF::select_odd(q.a, x.a, y.a), VF::select_odd(q.b, x.b, y.b)};
-  }
-  template <int B>
-  static F neg_if_bit(U q, F x) {
-    return {VF::template neg_if_bit<B>(q.a, x.a), VF::template neg_if_bit<B>(q.b, x.b)};
-  }
-  static_assert(2 * VF::kLanes <= 32, "the lane mask is 32 bits");
-  static uint32_t neq_mask(F x, F y) {
-    return VF::neq_mask(x.a, y.a) | VF::neq_mask(x.b, y.b) << VF::kLanes;
-  }
-  template <class Fn>
-  static F fix_lanes(F v, U w, uint32_t mask, Fn fn) {
-    const uint32_t lo = mask & ((1u << VF::kLanes) - 1), hi = mask >> VF::kLanes;
-    if (lo != 0) v.a = VF::fix_lanes(v.a, w.a, lo, fn);
-    if (hi != 0) v.b = VF::fix_lanes(v.b, w.b, hi, fn);
-    return v;
-  }
-};
-
-template <class VF, bool kAffine>
+template <class S, bool kAffine>
 void box_muller_f32_loop(const uint32_t* w, float* out, uint64_t pairs, float mean, float sd) {
-  const typename VF::F mv = VF::f(mean), sdv = VF::f(sd);
-  for (uint64_t p = 0; p < pairs; p += VF::kLanes, w += 2 * VF::kLanes, out += 2 * VF::kLanes) {
-    typename VF::U w0, w1;
-    VF::load_pairs(w, w0, w1);
-    typename VF::F z0, z1;
-    bm_f32<VF, kAffine>(w0, w1, mv, sdv, z0, z1);
-    VF::store(out, z0, z1);
+  const typename S::F mv = S::set1_f(mean), sdv = S::set1_f(sd);
+  for (uint64_t p = 0; p < pairs; p += S::kLanes32, w += 2 * S::kLanes32, out += 2 * S::kLanes32) {
+    typename S::U w0, w1;
+    S::load_pairs(w, w0, w1);
+    typename S::F z0, z1;
+    bm_f32<S, kAffine>(w0, w1, mv, sdv, z0, z1);
+    S::store_pairs(out, z0, z1);
   }
 }
 
-/// float32 Box-Muller (see above) for `pairs` word pairs, rounded up to VF::kLanes: as
+/// float32 Box-Muller (see above) for `pairs` word pairs, rounded up to S::kLanes32: as
 /// box_muller's contract, out[2i] from the cosine, out[2i + 1] from the sine.
-template <class VF>
+template <class S>
 void box_muller_f32(const uint32_t* w, float* out, uint64_t pairs, float mean, float sd) {
   if (mean == 0.0f && sd == 1.0f) {
-    box_muller_f32_loop<VF, false>(w, out, pairs, mean, sd);
+    box_muller_f32_loop<S, false>(w, out, pairs, mean, sd);
   } else {
-    box_muller_f32_loop<VF, true>(w, out, pairs, mean, sd);
+    box_muller_f32_loop<S, true>(w, out, pairs, mean, sd);
   }
 }
+
+/// The normal members of a kernel table (random_impl.h's G) on S: normal_f32 / normal_f64
+/// write whole multiples of kNormalLanesF32 / kNormalLanesF64 pairs.
+template <class S>
+struct Normal {
+  static constexpr uint64_t kNormalLanesF32 = S::kLanes32;
+  static constexpr uint64_t kNormalLanesF64 = S::kLanes64;
+  static void normal_f32(const uint32_t* w, float* z, uint64_t pairs, float mean, float sd) {
+    box_muller_f32<S>(w, z, pairs, mean, sd);
+  }
+  static void normal_f64(const uint32_t* w, double* z, uint64_t pairs, double mean, double sd) {
+    box_muller<S>(w, z, pairs, mean, sd);
+  }
+};
 
 }  // namespace nrm
 }  // namespace
 }  // namespace mpsrt::cpu
-
-#undef MPSRT_NRM_INLINE

@@ -12,19 +12,21 @@
 //   blocks(out, seed, blk, nb)  the 4 * nb words of blocks blk .. blk + nb - 1, memory order
 //   u_f32(w), u_f16(w), u_bf16(w), u_f64(lo, hi)   philox.h's uniform transforms
 //   normal_f32(w, z, pairs, mean, sd), normal_f64(...)  normal_impl.h's box_muller_f32 /
-//                               box_muller over the table's SIMD layers (the same algorithm,
+//                               box_muller over the table's simd.h layer (the same algorithm,
 //                               so the same bits); they write whole multiples of
-//                               kNormalLanesF32 / kNormalLanesF64 pairs
-//   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
+//                               kNormalLanesF32 / kNormalLanesF64 pairs (nrm::Normal<S>)
+//   kHalfFused                  whether it converts to float16 / bfloat16 in vector registers
 // and, when kStepBlocks > 0, fused loops that write `steps` * kStepBlocks blocks' worth of
 // elements starting at block blk (`aligned`: out is 64-byte aligned; `nt`: streaming stores):
 //   bits(uint32_t* out, seed, blk, steps, aligned, nt)
 //   uniform_f32(float* out, seed, blk, steps, lo, span, aligned, nt)
 //   uniform_f64(double* out, seed, blk, steps, lo, span, aligned, nt)
-// and, when kHalfFused, the float16 / bfloat16 (bf16) uniform:
+// and, when kHalfFused, the float16 / bfloat16 (bf16) uniform and conversion:
 //   uniform_half(uint16_t* out, seed, blk, steps, lo, span, bf16, aligned, nt)
+//   half_from_f32(src, dst, n, bf16)  float32 -> float16 / bfloat16, as f32_to_f16 / _bf16
 // and, when it has kNormalStepBlocks (blocks per step), the float32 normal fused with Philox:
 //   normal_f32_fused(float* out, seed, blk, steps, mean, sd, aligned, nt)
+// A member a table lacks is never named for it (if constexpr).
 #pragma once
 
 #include <cstddef>
@@ -69,12 +71,6 @@ struct FastMod32 {
   }
 };
 
-inline uint32_t f32_bits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return x;
-}
-
 /// float32 -> float16 / bfloat16 bits: the runtime's one conversion (mpsrt/half.h).
 inline uint16_t f32_to_f16(float f) {
   return float_to_half_bits(f);
@@ -108,6 +104,16 @@ inline void half_from_f32_scalar(const float* src, uint16_t* dst, uint64_t n, bo
     for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
   } else {
     for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+  }
+}
+
+/// float32 -> float16 / bfloat16 bits: G's vector conversion where it has one (kHalfFused).
+template <class G>
+void half_from_f32(const float* src, uint16_t* dst, uint64_t n, bool bf16) {
+  if constexpr (G::kHalfFused) {
+    G::half_from_f32(src, dst, n, bf16);
+  } else {
+    half_from_f32_scalar(src, dst, n, bf16);
   }
 }
 
@@ -154,7 +160,7 @@ void normal_loop(T* dst, const RandomParams& p, uint64_t first, uint64_t n, bool
       const uint64_t from = lo > 2 * direct ? lo : 2 * direct;
       if (hi > from) std::memcpy(dst + e0 + from, z + from, (hi - from) * sizeof(T));
     } else {
-      G::half_from_f32(z + lo, dst + e0 + lo, hi - lo, bf16);
+      half_from_f32<G>(z + lo, dst + e0 + lo, hi - lo, bf16);
     }
     q += m;
   }
@@ -268,163 +274,215 @@ inline int64_t int_range_value(uint64_t v) {
   return static_cast<int64_t>(v);
 }
 
+/// Bits: the words themselves (uint32 only).
+template <class G>
+void bits_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  if (p.dtype != RandomDType::U32) return;
+  body_loop<G>(
+      static_cast<uint32_t*>(dst), p, first, n, 1, [](const uint32_t* w) { return w[0]; },
+      [&](uint32_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+        if constexpr (G::kStepBlocks > 0) G::bits(out, p.seed, blk, steps, aligned, nt);
+      });
+}
+
+/// Uniform float32: low + (high - low) u in float32. (The fused loops of these ops call G's
+/// only where G has them: body_loop calls its fused lambda only then.)
+template <class G>
+void uniform_f32(float* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
+  const float span = hi - lo;
+  body_loop<G>(
+      dst, p, first, n, 1,
+      [lo, span](const uint32_t* w) {
+        const float t = span * G::u_f32(w[0]);
+        return lo + t;
+      },
+      [&](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+        if constexpr (G::kStepBlocks > 0) {
+          G::uniform_f32(out, p.seed, blk, steps, lo, span, aligned, nt);
+        }
+      });
+}
+
+/// Uniform float16 / bfloat16 (Bf16): the float32 value low + (high - low) u, rounded.
+template <class G, bool Bf16>
+void uniform_half(uint16_t* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
+  const float span = hi - lo;
+  body_loop<G, G::kHalfFused>(
+      dst, p, first, n, 1,
+      [lo, span](const uint32_t* w) {
+        if constexpr (Bf16) {
+          const float t = span * G::u_bf16(w[0]);
+          return f32_to_bf16(lo + t);
+        } else {
+          const float t = span * G::u_f16(w[0]);
+          return f32_to_f16(lo + t);
+        }
+      },
+      [&](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+        if constexpr (G::kHalfFused) {
+          G::uniform_half(out, p.seed, blk, steps, lo, span, Bf16, aligned, nt);
+        }
+      });
+}
+
+/// Uniform float64: low + (high - low) u in double, u from two words.
+template <class G>
+void uniform_f64(double* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  const double lo = p.a, span = p.b - p.a;
+  body_loop<G>(
+      dst, p, first, n, 2,
+      [lo, span](const uint32_t* w) {
+        const double t = span * G::u_f64(w[0], w[1]);
+        return lo + t;
+      },
+      [&](double* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
+        if constexpr (G::kStepBlocks > 0) {
+          G::uniform_f64(out, p.seed, blk, steps, lo, span, aligned, nt);
+        }
+      });
+}
+
+template <class G>
+void uniform_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  switch (p.dtype) {
+    case RandomDType::F32:
+      uniform_f32<G>(static_cast<float*>(dst), p, first, n);
+      return;
+    case RandomDType::F16:
+      uniform_half<G, false>(static_cast<uint16_t*>(dst), p, first, n);
+      return;
+    case RandomDType::BF16:
+      uniform_half<G, true>(static_cast<uint16_t*>(dst), p, first, n);
+      return;
+    case RandomDType::F64:
+      uniform_f64<G>(static_cast<double*>(dst), p, first, n);
+      return;
+    default:
+      return;
+  }
+}
+
+template <class G>
+void normal_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  switch (p.dtype) {
+    case RandomDType::F32:
+      normal_f32<G>(static_cast<float*>(dst), p, first, n);
+      return;
+    case RandomDType::F16:
+    case RandomDType::BF16:
+      normal_loop<G, uint16_t, float>(static_cast<uint16_t*>(dst), p, first, n,
+                                      p.dtype == RandomDType::BF16);
+      return;
+    case RandomDType::F64:
+      normal_loop<G, double, double>(static_cast<double*>(dst), p, first, n);
+      return;
+    default:
+      return;
+  }
+}
+
+template <class G>
+void int_range_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  switch (p.dtype) {
+    case RandomDType::U8:
+    case RandomDType::I8:
+      int_range<G, uint8_t>(dst, p, first, n);
+      return;
+    case RandomDType::I16:
+    case RandomDType::U16:
+      int_range<G, uint16_t>(dst, p, first, n);
+      return;
+    case RandomDType::I32:
+    case RandomDType::U32:
+      int_range<G, uint32_t>(dst, p, first, n);
+      return;
+    case RandomDType::I64:
+    case RandomDType::U64:
+      int_range<G, uint64_t>(dst, p, first, n);
+      return;
+    case RandomDType::Bool:
+      int_range<G, uint8_t>(dst, p, first, n,
+                            [](uint64_t v) { return static_cast<uint8_t>(v != 0); });
+      return;
+    case RandomDType::F16:
+      int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
+        return f32_to_f16(static_cast<float>(int_range_value(v)));
+      });
+      return;
+    case RandomDType::BF16:
+      int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
+        return f32_to_bf16(static_cast<float>(int_range_value(v)));
+      });
+      return;
+    case RandomDType::F32:
+      int_range<G, float>(dst, p, first, n,
+                          [](uint64_t v) { return static_cast<float>(int_range_value(v)); });
+      return;
+    case RandomDType::F64:
+      int_range<G, double>(dst, p, first, n,
+                           [](uint64_t v) { return static_cast<double>(int_range_value(v)); });
+      return;
+    default:
+      return;
+  }
+}
+
+template <class G>
+void bernoulli_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
+  switch (p.dtype) {
+    case RandomDType::U8:
+    case RandomDType::I8:
+    case RandomDType::Bool:
+      bernoulli<G, uint8_t>(dst, p, first, n, 1);
+      return;
+    case RandomDType::I16:
+      bernoulli<G, uint16_t>(dst, p, first, n, 1);
+      return;
+    case RandomDType::I32:
+      bernoulli<G, uint32_t>(dst, p, first, n, 1);
+      return;
+    case RandomDType::I64:
+      bernoulli<G, uint64_t>(dst, p, first, n, 1);
+      return;
+    case RandomDType::F16:
+      bernoulli<G, uint16_t>(dst, p, first, n, 0x3c00);
+      return;
+    case RandomDType::BF16:
+      bernoulli<G, uint16_t>(dst, p, first, n, 0x3f80);
+      return;
+    case RandomDType::F32:
+      bernoulli<G, float>(dst, p, first, n, 1.0f);
+      return;
+    case RandomDType::F64:
+      bernoulli<G, double>(dst, p, first, n, 1.0);
+      return;
+    default:
+      return;
+  }
+}
+
+/// The table's Kernels::random: elements [first, first + n) of the fill p.
 template <class G>
 void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
   if (n == 0) return;
   switch (p.op) {
     case RandomOp::Bits:
-      if (p.dtype == RandomDType::U32) {
-        body_loop<G>(
-            static_cast<uint32_t*>(dst), p, first, n, 1, [](const uint32_t* w) { return w[0]; },
-            [&p](uint32_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-              G::bits(out, p.seed, blk, steps, aligned, nt);
-            });
-      }
+      bits_op<G>(dst, p, first, n);
       return;
-    case RandomOp::Uniform: {
-      const float lo = static_cast<float>(p.a), hi = static_cast<float>(p.b);
-      const float span = hi - lo;
-      switch (p.dtype) {
-        case RandomDType::F32:
-          body_loop<G>(
-              static_cast<float*>(dst), p, first, n, 1,
-              [lo, span](const uint32_t* w) {
-                const float t = span * G::u_f32(w[0]);
-                return lo + t;
-              },
-              [&p, lo, span](float* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-                G::uniform_f32(out, p.seed, blk, steps, lo, span, aligned, nt);
-              });
-          return;
-        case RandomDType::F16:
-          body_loop<G, G::kHalfFused>(
-              static_cast<uint16_t*>(dst), p, first, n, 1,
-              [lo, span](const uint32_t* w) {
-                const float t = span * G::u_f16(w[0]);
-                return f32_to_f16(lo + t);
-              },
-              [&p, lo, span](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-                G::uniform_half(out, p.seed, blk, steps, lo, span, false, aligned, nt);
-              });
-          return;
-        case RandomDType::BF16:
-          body_loop<G, G::kHalfFused>(
-              static_cast<uint16_t*>(dst), p, first, n, 1,
-              [lo, span](const uint32_t* w) {
-                const float t = span * G::u_bf16(w[0]);
-                return f32_to_bf16(lo + t);
-              },
-              [&p, lo, span](uint16_t* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-                G::uniform_half(out, p.seed, blk, steps, lo, span, true, aligned, nt);
-              });
-          return;
-        case RandomDType::F64: {
-          const double lo_d = p.a, span_d = p.b - p.a;
-          body_loop<G>(
-              static_cast<double*>(dst), p, first, n, 2,
-              [lo_d, span_d](const uint32_t* w) {
-                const double t = span_d * G::u_f64(w[0], w[1]);
-                return lo_d + t;
-              },
-              [&p, lo_d, span_d](double* out, uint64_t blk, uint64_t steps, bool aligned, bool nt) {
-                G::uniform_f64(out, p.seed, blk, steps, lo_d, span_d, aligned, nt);
-              });
-          return;
-        }
-        default:
-          return;
-      }
-    }
+    case RandomOp::Uniform:
+      uniform_op<G>(dst, p, first, n);
+      return;
     case RandomOp::Normal:
-      switch (p.dtype) {
-        case RandomDType::F32:
-          normal_f32<G>(static_cast<float*>(dst), p, first, n);
-          return;
-        case RandomDType::F16:
-        case RandomDType::BF16:
-          normal_loop<G, uint16_t, float>(static_cast<uint16_t*>(dst), p, first, n,
-                                          p.dtype == RandomDType::BF16);
-          return;
-        case RandomDType::F64:
-          normal_loop<G, double, double>(static_cast<double*>(dst), p, first, n);
-          return;
-        default:
-          return;
-      }
+      normal_op<G>(dst, p, first, n);
+      return;
     case RandomOp::IntRange:
-      switch (p.dtype) {
-        case RandomDType::U8:
-        case RandomDType::I8:
-          int_range<G, uint8_t>(dst, p, first, n);
-          return;
-        case RandomDType::I16:
-        case RandomDType::U16:
-          int_range<G, uint16_t>(dst, p, first, n);
-          return;
-        case RandomDType::I32:
-        case RandomDType::U32:
-          int_range<G, uint32_t>(dst, p, first, n);
-          return;
-        case RandomDType::I64:
-        case RandomDType::U64:
-          int_range<G, uint64_t>(dst, p, first, n);
-          return;
-        case RandomDType::Bool:
-          int_range<G, uint8_t>(dst, p, first, n,
-                                [](uint64_t v) { return static_cast<uint8_t>(v != 0); });
-          return;
-        case RandomDType::F16:
-          int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
-            return f32_to_f16(static_cast<float>(int_range_value(v)));
-          });
-          return;
-        case RandomDType::BF16:
-          int_range<G, uint16_t>(dst, p, first, n, [](uint64_t v) {
-            return f32_to_bf16(static_cast<float>(int_range_value(v)));
-          });
-          return;
-        case RandomDType::F32:
-          int_range<G, float>(dst, p, first, n,
-                              [](uint64_t v) { return static_cast<float>(int_range_value(v)); });
-          return;
-        case RandomDType::F64:
-          int_range<G, double>(dst, p, first, n,
-                               [](uint64_t v) { return static_cast<double>(int_range_value(v)); });
-          return;
-        default:
-          return;
-      }
+      int_range_op<G>(dst, p, first, n);
+      return;
     case RandomOp::Bernoulli:
-      switch (p.dtype) {
-        case RandomDType::U8:
-        case RandomDType::I8:
-        case RandomDType::Bool:
-          bernoulli<G, uint8_t>(dst, p, first, n, 1);
-          return;
-        case RandomDType::I16:
-          bernoulli<G, uint16_t>(dst, p, first, n, 1);
-          return;
-        case RandomDType::I32:
-          bernoulli<G, uint32_t>(dst, p, first, n, 1);
-          return;
-        case RandomDType::I64:
-          bernoulli<G, uint64_t>(dst, p, first, n, 1);
-          return;
-        case RandomDType::F16:
-          bernoulli<G, uint16_t>(dst, p, first, n, 0x3c00);
-          return;
-        case RandomDType::BF16:
-          bernoulli<G, uint16_t>(dst, p, first, n, 0x3f80);
-          return;
-        case RandomDType::F32:
-          bernoulli<G, float>(dst, p, first, n, 1.0f);
-          return;
-        case RandomDType::F64:
-          bernoulli<G, double>(dst, p, first, n, 1.0);
-          return;
-        default:
-          return;
-      }
+      bernoulli_op<G>(dst, p, first, n);
+      return;
   }
 }
 
