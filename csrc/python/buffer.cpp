@@ -1,20 +1,13 @@
-// Bindings: Buffer (views, host access, DLPack, fills and copies) and empty().
-#include <nanobind/ndarray.h>
+// Bindings: Buffer (its properties, views, fills and copies; host access and DLPack:
+// buffer_host.cpp) and empty().
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <sys/mman.h>
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "mpsrt/allocator.h"
-#include "mpsrt/device.h"
 #include "mpsrt/stream.h"
 #include "python/args.h"
 #include "python/bindings.h"
@@ -36,8 +29,6 @@ void check_live(const PyBuffer& b) {
 
 namespace {
 
-namespace dl = nb::dlpack;
-using DC = dl::dtype_code;
 using BufferObject = nb::typed<nb::object, PyBuffer>;
 
 Stream stream_arg(nb::handle stream, int device) {
@@ -50,227 +41,6 @@ Stream stream_arg(nb::handle stream, int device) {
                               .c_str());
   }
   return s;
-}
-
-// Host access waits for every stream of the device: any of them may still use the memory.
-void wait_for(const PyBuffer& b) {
-  if (!b.buf.defined()) return;
-  nb::gil_scoped_release release;
-  synchronize(b.device);
-}
-
-// True where the host addresses the Buffer's memory directly (the unified memory model; an empty
-// Buffer has no memory to stage either). On discrete memory every host access is a copy.
-bool host_visible(const PyBuffer& b) {
-  return b.nbytes == 0 || !b.buf.defined() || b.buf.host_ptr() != nullptr;
-}
-
-// The DLPack device type of memory the host cannot address: the backend's device API.
-int device_dl_type() {
-  const std::string name = backend_name();
-  if (name == "vulkan") return nb::device::vulkan::value;
-  if (name == "metal") return nb::device::metal::value;
-  return nb::device::none::value;
-}
-
-// `owner` keeps `self` alive and counted as exported (free() refuses while an export lives).
-nb::object export_owner(PyBuffer& b, nb::handle self) {
-  ++b.exports;
-  Py_INCREF(self.ptr());
-  return nb::steal(PyCapsule_New(self.ptr(), "mpsrt.export", [](PyObject* cap) {
-    auto* s = static_cast<PyObject*>(PyCapsule_GetPointer(cap, "mpsrt.export"));
-    nb::inst_ptr<PyBuffer>(s)->exports--;
-    Py_DECREF(s);
-  }));
-}
-
-// An array over the Buffer's memory, as the host sees it (unified memory).
-nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle self) {
-  check_live(b);
-  void* p = b.buf.host_ptr();
-  if (p == nullptr && b.nbytes != 0) {
-    throw std::runtime_error(
-        "[buffer] this device's memory is not host-visible (discrete memory); use a copy: "
-        "Buffer.numpy() or __dlpack__(dl_device=(kDLCPU, 0), copy=True)");
-  }
-  nb::object owner = export_owner(b, self);
-  std::vector<size_t> shape(b.shape.begin(), b.shape.end());
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
-                       dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
-}
-
-// An array over the Buffer's device memory as the device sees it (discrete memory): the data
-// pointer is the device address (Buffer.data_ptr), the device (kDLVulkan or kDLMetal, index).
-nb::ndarray<> as_device_ndarray(PyBuffer& b, nb::handle self) {
-  check_live(b);
-  nb::object owner = export_owner(b, self);
-  std::vector<size_t> shape(b.shape.begin(), b.shape.end());
-  auto* p = reinterpret_cast<void*>(static_cast<uintptr_t>(b.buf.address()));
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
-                       dl::dtype{b.dtype->code, b.dtype->bits, 1}, device_dl_type(), b.device);
-}
-
-// Host memory for a copy of n bytes (freed with std::free). From 2 MiB up it is 2 MiB-aligned
-// and advised for transparent huge pages, so that filling it costs a page fault per 2 MiB
-// instead of per 4 KiB: a fresh 256 MiB array filled at 2.6 GB/s in 4 KiB pages and 12 GB/s in
-// huge pages on the development VM, where the copy itself is the point.
-void* host_bytes(size_t n) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  void* p = nullptr;
-  if (n >= kHuge) {
-    if (posix_memalign(&p, kHuge, n) != 0) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    madvise(p, n / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: whole huge pages inside it
-#endif
-    return p;
-  }
-  p = std::malloc(std::max<size_t>(n, 1));
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-// A host copy of the buffer's bytes, owned by the returned array (numpy() and _raw() on discrete
-// memory, DLPack copy=True), after the device's pending work: staged on discrete memory.
-nb::ndarray<> host_copy(const PyBuffer& b, bool flat_bytes = false) {
-  check_live(b);
-  std::unique_ptr<void, void (*)(void*)> bytes(host_bytes(b.nbytes), &std::free);
-  if (b.nbytes != 0) {
-    nb::gil_scoped_release release;
-    b.buf.copy_to_host(bytes.get(), b.nbytes);
-  }
-  nb::capsule owner(bytes.get(), [](void* p) noexcept { std::free(p); });
-  void* p = bytes.release();
-  if (flat_bytes) {
-    const size_t n[1] = {b.nbytes};
-    return nb::ndarray<>(p, 1, n, owner, nullptr, nb::dtype<uint8_t>(), nb::device::cpu::value, 0);
-  }
-  std::vector<size_t> shape(b.shape.begin(), b.shape.end());
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
-                       dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
-}
-
-// A new Buffer (as a Python object) with b's shape, dtype and a device copy of its bytes, on the
-// device's current stream: DLPack copy=True to the device itself.
-nb::object device_copy(const PyBuffer& b) {
-  check_live(b);
-  PyBuffer v;
-  v.shape = b.shape;
-  v.dtype = b.dtype;
-  v.device = b.device;
-  v.nbytes = b.nbytes;
-  const Stream s = current_stream(b.device);
-  v.buf = Buffer(b.nbytes, s);
-  {
-    nb::gil_scoped_release release;
-    v.buf.copy_from(b.buf, s);
-  }
-  return nb::cast(std::move(v), nb::rv_policy::move);
-}
-
-[[noreturn]] void refuse_implicit_host_copy(const PyBuffer& b) {
-  throw nb::buffer_error(
-      ("[buffer] __dlpack__: this Buffer lives in device memory the host cannot address (device " +
-       std::to_string(b.device) + ", " + backend_name() +
-       ", discrete memory), so a host consumer gets only a copy, and only when it asks for one: "
-       "use Buffer.numpy(), or numpy.from_dlpack(buf, copy=True) (__dlpack__(dl_device=(kDLCPU, "
-       "0), copy=True))")
-          .c_str());
-}
-
-// __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None), as the array API
-// defines it. Unified memory: the host reads the memory directly (kDLCPU). Discrete memory: the
-// device memory is exported as (kDLVulkan / kDLMetal, device index), data = its device address;
-// a host consumer must ask for a copy (dl_device=(kDLCPU, 0), copy=True). numpy 2.x's
-// from_dlpack names dl_device=None without a stream (it passes dl_device, copy and max_version,
-// and reads host memory only); that call form is taken as a host consumer's, so that numpy gets
-// the error that names the copy call instead of its own "Unsupported device in DLTensor".
-nb::object dlpack_export(nb::handle self, nb::kwargs kwargs) {
-  PyBuffer& b = buffer_self(self, "__dlpack__()");
-  nb::object stream = nb::none(), max_version = nb::none(), dl_device = nb::none(),
-             copy = nb::none();
-  bool stream_given = false, dl_device_given = false;
-  for (auto [key, value] : kwargs) {
-    const std::string k = nb::cast<std::string>(nb::str(key));
-    if (k == "stream") {
-      stream = nb::borrow(value);
-      stream_given = true;
-    } else if (k == "max_version") {
-      max_version = nb::borrow(value);
-    } else if (k == "dl_device") {
-      dl_device = nb::borrow(value);
-      dl_device_given = true;
-    } else if (k == "copy") {
-      copy = nb::borrow(value);
-    } else {
-      throw nb::type_error(("__dlpack__(): unsupported keyword argument '" + k +
-                            "'; expected stream, max_version, dl_device or copy")
-                               .c_str());
-    }
-  }
-  bool wait = true;
-  if (!stream.is_none()) {
-    if (PyBool_Check(stream.ptr()) || !PyLong_Check(stream.ptr())) {
-      type_error_got("__dlpack__(): stream must be None, -1 or an int >= 0", stream);
-    }
-    const long long v = PyLong_AsLongLong(stream.ptr());
-    if (v == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      throw nb::value_error("__dlpack__(): stream is out of range; expected None, -1 or an int");
-    }
-    if (v < -1) {
-      throw nb::value_error(("__dlpack__(): stream " + std::to_string(v) +
-                             " is not valid; expected None, -1 (no synchronisation) or an int "
-                             ">= 0")
-                                .c_str());
-    }
-    wait = v != -1;
-  }
-  const nb::object cpu = nb::make_tuple(int(nb::device::cpu::value), 0);
-  const bool visible = host_visible(b);
-  const nb::object own = visible ? cpu : nb::make_tuple(device_dl_type(), b.device);
-  if (!dl_device.is_none()) {
-    if (!nb::isinstance<nb::tuple>(dl_device) || nb::len(dl_device) != 2) {
-      type_error_got("__dlpack__(): dl_device must be None or a (device_type, index) tuple",
-                     dl_device);
-    }
-    if (!dl_device.equal(own) && !dl_device.equal(cpu)) {
-      const std::string allowed = visible ? "(kDLCPU, 0)"
-                                          : "(" + std::to_string(device_dl_type()) + ", " +
-                                                std::to_string(b.device) +
-                                                ") (its own device) or (kDLCPU, 0) with copy=True";
-      throw nb::buffer_error(("__dlpack__: this mpsrt buffer can only be exported to the device " +
-                              allowed + ", not " + nb::cast<std::string>(nb::str(dl_device)))
-                                 .c_str());
-    }
-  }
-  bool copy_bytes = false;
-  if (!copy.is_none()) {
-    if (!PyBool_Check(copy.ptr()))
-      type_error_got("__dlpack__(): copy must be None or a bool", copy);
-    copy_bytes = copy.ptr() == Py_True;
-  }
-  nb::ndarray<> nd;
-  if (visible) {
-    if (wait && !copy_bytes) wait_for(b);
-    nd = copy_bytes ? host_copy(b) : as_ndarray(b, self);
-  } else {
-    const bool to_host =
-        dl_device.equal(cpu) || (dl_device_given && dl_device.is_none() && !stream_given);
-    if (to_host) {
-      if (!copy_bytes) refuse_implicit_host_copy(b);
-      nd = host_copy(b);  // after the device's pending work
-    } else if (copy_bytes) {
-      nb::object fresh = device_copy(b);
-      if (wait) wait_for(b);
-      nd = as_device_ndarray(nb::cast<PyBuffer&>(fresh), fresh);
-    } else {
-      if (wait) wait_for(b);
-      nd = as_device_ndarray(b, self);
-    }
-  }
-  nb::object out = nb::cast(nb::ndarray<nb::array_api>(nd));
-  // nanobind checks max_version and returns a versioned capsule for (1, 0) and later.
-  return out.attr("__dlpack__")(nb::arg("max_version") = max_version);
 }
 
 // A Python Buffer over bytes [offset, offset + count * itemsize(dtype)) of `b`, with `shape`.
@@ -442,23 +212,8 @@ BufferObject copy_(nb::handle self, CopySourceArg source) {
   return BufferObject(nb::borrow(self));
 }
 
-// Unified memory: an array over the Buffer's memory (after its pending work). Discrete memory:
-// a host copy that owns its bytes (writes to it do not reach the device).
-nb::ndarray<nb::numpy> numpy_view(nb::handle self) {
-  PyBuffer& b = buffer_self(self, "numpy()");
-  check_live(b);
-  if (b.dtype->code == uint8_t(DC::Bfloat)) {
-    throw nb::type_error("numpy() : numpy has no bfloat16; use torch.from_dlpack()");
-  }
-  if (!host_visible(b)) return nb::ndarray<nb::numpy>(host_copy(b));
-  wait_for(b);
-  return nb::ndarray<nb::numpy>(as_ndarray(b, self));
-}
-
-}  // namespace
-
-nb::class_<PyBuffer> init_buffer(nb::module_& m) {
-  nb::class_<PyBuffer> cls(m, "Buffer", "Device memory from the caching allocator.");
+// What a Buffer is: shape, dtype, sizes, device, address, and the memory it views.
+void bind_properties(nb::class_<PyBuffer>& cls) {
   cls.def_prop_ro("shape",
                   [](const PyBuffer& b) {
                     nb::list l;
@@ -484,60 +239,32 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
           "view), or None.")
       .def_prop_ro(
           "byte_offset", [](const PyBuffer& b) { return b.buf.offset(); },
-          "Bytes from the start of the memory to this Buffer's first byte (0 unless a view).")
-      .def("view", &view_method, nb::arg("offset") = 0, nb::arg("shape") = nb::none(),
-           nb::arg("dtype") = nb::none(),
-           "A Buffer over this one's bytes [offset, offset + its size): the same memory, kept\n"
-           "alive while the view lives. offset in bytes (a multiple of the dtype's itemsize\n"
-           "from the start of the memory); shape: default all bytes from offset as 1-D;\n"
-           "dtype: default this Buffer's (a reinterpretation, as numpy's view).")
+          "Bytes from the start of the memory to this Buffer's first byte (0 unless a view).");
+}
+
+// Views (view(), buf[i], buf[a:b]), len() along the first dimension, and repr().
+void bind_views(nb::class_<PyBuffer>& cls) {
+  cls.def("view", &view_method, nb::arg("offset") = 0, nb::arg("shape") = nb::none(),
+          nb::arg("dtype") = nb::none(),
+          "A Buffer over this one's bytes [offset, offset + its size): the same memory, kept\n"
+          "alive while the view lives. offset in bytes (a multiple of the dtype's itemsize\n"
+          "from the start of the memory); shape: default all bytes from offset as 1-D;\n"
+          "dtype: default this Buffer's (a reinterpretation, as numpy's view).")
       .def("__getitem__", &getitem, nb::arg("key").none(),
            nb::sig("def __getitem__(self, key: int | slice) -> Buffer"),
            "buf[i] / buf[a:b]: a view of row i / rows a..b along the first dimension.")
       .def("__repr__", &repr)
-      .def("__len__",
-           [](const PyBuffer& b) {
-             if (b.shape.empty()) throw nb::type_error("len() of a 0-d Buffer");
-             return b.shape[0];
-           })
-      .def(
-          "_raw",
-          [](nb::handle self) {
-            PyBuffer& b = buffer_self(self, "_raw()");
-            check_live(b);
-            if (!host_visible(b)) {
-              return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(host_copy(b, true));
-            }
-            wait_for(b);
-            size_t shape[1] = {b.nbytes};
-            return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.buf.host_ptr(), 1, shape, self);
-          },
-          "A flat uint8 numpy array of the bytes, after pending work: a view on unified memory,\n"
-          "a copy on discrete memory.")
-      .def("__dlpack__", &dlpack_export,
-           nb::sig("def __dlpack__(self, *, stream: int | None = None, max_version: "
-                   "tuple[int, int] | None = None, dl_device: tuple[int, int] | None = None, "
-                   "copy: bool | None = None) -> typing_extensions.CapsuleType"),
-           "DLPack export (array API rules). stream: None waits for the buffer's pending work,\n"
-           "-1 skips that (the consumer orders its reads itself), another int >= 0 waits too.\n"
-           "max_version >= (1, 0) gives a versioned (writable) capsule. Unified memory: the\n"
-           "device is (kDLCPU, 0); dl_device must be None or that; copy=True exports a host\n"
-           "copy, None/False share the memory. Discrete memory: the device memory is exported\n"
-           "as __dlpack_device__() says (data = the device address) for dl_device None or that\n"
-           "device (copy=True: a device copy); dl_device=(kDLCPU, 0) needs copy=True (a host\n"
-           "copy), else BufferError.")
-      .def(
-          "__dlpack_device__",
-          [](const PyBuffer& b) {
-            const bool visible = host_visible(b);
-            return nb::typed<nb::tuple, int, int>(nb::make_tuple(
-                visible ? int(nb::device::cpu::value) : device_dl_type(), visible ? 0 : b.device));
-          },
-          "(kDLCPU, 0) on unified memory; on discrete memory (kDLVulkan=7 or kDLMetal=8, the\n"
-          "device index).")
-      .def("fill_", &fill_, nb::arg("value").none(),
-           nb::sig("def fill_(self, value: bool | int | float) -> Buffer"),
-           "Fills every element with value, on the current stream.")
+      .def("__len__", [](const PyBuffer& b) {
+        if (b.shape.empty()) throw nb::type_error("len() of a 0-d Buffer");
+        return b.shape[0];
+      });
+}
+
+// Work on the memory in stream order: fills, copies, a stream's use, and freeing.
+void bind_fills_and_copies(nb::class_<PyBuffer>& cls) {
+  cls.def("fill_", &fill_, nb::arg("value").none(),
+          nb::sig("def fill_(self, value: bool | int | float) -> Buffer"),
+          "Fills every element with value, on the current stream.")
       .def("copy_", &copy_, nb::arg("src").none(),
            nb::sig("def copy_(self, src: Buffer | numpy.typing.ArrayLike) -> Buffer"),
            "Copies a Buffer (on the current stream) or host data of equal size (complete when it\n"
@@ -560,14 +287,10 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
           },
           "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
           "used. While views share the memory, only this Buffer's hold goes: the last Buffer "
-          "over the memory returns it.")
-      // Last: in the stubs, the class attribute `numpy` would hide the module numpy from the
-      // annotations of every method after it.
-      .def("numpy", &numpy_view, nb::sig("def numpy(self) -> numpy.typing.NDArray[typing.Any]"),
-           "The elements as a numpy array, after pending work: on unified memory an array\n"
-           "sharing the memory; on discrete memory a host copy owning its bytes (writes to it do\n"
-           "not reach the device; copy_() does).");
+          "over the memory returns it.");
+}
 
+void bind_empty(nb::module_& m) {
   m.def(
       "empty",
       [](ShapeArg size, DTypeArg dtype, DeviceArg device, OptStreamArg stream_arg_) {
@@ -597,7 +320,20 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
               "numpy.dtype[typing.Any] | type | None = None, device: int | str | None = None, "
               "stream: Stream | None = None) -> Buffer"),
       "Uninitialised device memory from the caching allocator.");
+}
 
+}  // namespace
+
+nb::class_<PyBuffer> init_buffer(nb::module_& m) {
+  nb::class_<PyBuffer> cls(m, "Buffer", "Device memory from the caching allocator.");
+  bind_properties(cls);
+  bind_views(cls);
+  bind_host_access(cls);  // buffer_host.cpp: _raw(), __dlpack__(), __dlpack_device__()
+  bind_fills_and_copies(cls);
+  // Last: in the stubs, the class attribute `numpy` would hide the module numpy from the
+  // annotations of every method after it.
+  bind_numpy(cls);
+  bind_empty(m);
   return cls;
 }
 

@@ -68,6 +68,10 @@ void check_live(const PyBuffer& b);
 /// Binds Buffer and empty() (buffer.cpp); the random fills add their methods to the class
 /// (random.cpp).
 nb::class_<PyBuffer> init_buffer(nb::module_& m);
+/// Buffer's host access (buffer_host.cpp): _raw(), __dlpack__() and __dlpack_device__(); and
+/// numpy(), the class's last method (see init_buffer).
+void bind_host_access(nb::class_<PyBuffer>& cls);
+void bind_numpy(nb::class_<PyBuffer>& cls);
 void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer);
 
 }  // namespace mpsrt::python

@@ -82,36 +82,107 @@ nb::list frames_list(const std::shared_ptr<const StackFrames>& frames) {
   return out;
 }
 
-}  // namespace
+// empty_cache() with the caller's frames for history's segment_free entries, taken while the
+// GIL is held (the allocator asks for them after the binding released it).
+void empty_cache_with_frames(int device) {
+  std::shared_ptr<const StackFrames> frames;
+  if (g_recording_frames.load(std::memory_order_relaxed)) frames = capture_frames();
+  t_pending_frames = std::move(frames);
+  {
+    nb::gil_scoped_release release;
+    try {
+      empty_cache(device);
+    } catch (...) {
+      t_pending_frames.reset();
+      throw;
+    }
+  }
+  t_pending_frames.reset();
+}
 
-void init_memory(nb::module_& m) {
+int add_python_reclaim_callback(nb::typed<nb::callable, bool(int)> fn, int device) {
+  // Runs on the allocating thread with the GIL released by nothing: take it to call.
+  auto holder = std::make_shared<nb::object>(fn);
+  auto call = [holder](size_t needed) -> bool {
+    nb::gil_scoped_acquire gil;
+    try {
+      return nb::cast<bool>((*holder)(needed));
+    } catch (nb::python_error& e) {
+      const std::string what = e.what();
+      throw std::runtime_error(what);
+    }
+  };
+  return add_reclaim_callback(call, device);
+}
+
+void record_history(bool enabled, size_t max_entries, int context,
+                    std::vector<std::string> skip_actions, bool clear_history,
+                    std::string package_prefix, int device) {
+  if (context < 0 || context > static_cast<int>(HistoryContext::All)) {
+    throw nb::value_error("_record_memory_history(): context must be 0 (None) to 3 (all)");
+  }
+  HistoryOptions o;
+  o.max_entries = max_entries;
+  o.context = static_cast<HistoryContext>(context);
+  o.skip_actions = std::move(skip_actions);
+  o.clear_history = clear_history;
+  if (o.context != HistoryContext::None) o.frames_fn = &capture_frames;
+  g_package_prefix = std::move(package_prefix);
+  record_memory_history(enabled, o, device);
+  if (enabled && o.context == HistoryContext::All) g_recording_frames = true;
+}
+
+nb::dict segment_dict(const SegmentInfo& s) {
+  nb::dict d;
+  d["address"] = s.address;
+  d["frames"] = frames_list(s.frames);
+  d["total_size"] = s.total_size;
+  d["allocated_size"] = s.allocated_size;
+  d["requested_size"] = s.requested_size;
+  d["pool"] = s.pool;
+  nb::list blocks;
+  for (const BlockInfo& b : s.blocks) {
+    nb::dict bd;
+    bd["address"] = b.address;
+    bd["size"] = b.size;
+    bd["requested_size"] = b.requested_size;
+    bd["allocated"] = b.allocated;
+    bd["frames"] = frames_list(b.frames);
+    blocks.append(bd);
+  }
+  d["blocks"] = blocks;
+  return d;
+}
+
+nb::dict trace_dict(const TraceInfo& t) {
+  nb::dict d;
+  d["action"] = t.action;
+  d["addr"] = t.address;
+  d["size"] = t.size;
+  d["stream"] = t.stream;
+  d["time_us"] = t.time_us;
+  d["frames"] = frames_list(t.frames);
+  return d;
+}
+
+// The snapshot as torch.cuda.memory._snapshot's parts: (segments, trace), dicts of its keys.
+nb::tuple snapshot(int device) {
+  const MemorySnapshot snap = memory_snapshot(device);
+  nb::list segments;
+  for (const SegmentInfo& s : snap.segments) segments.append(segment_dict(s));
+  nb::list trace;
+  for (const TraceInfo& t : snap.trace) trace.append(trace_dict(t));
+  return nb::make_tuple(segments, trace);
+}
+
+// What the allocator holds and held: counters, peaks, the device's memory.
+void bind_statistics(nb::module_& m) {
   m.def("memory_stats", &memory_stats, nb::arg("device") = -1);
   m.def("reset_peak_memory_stats", &reset_peak_memory_stats, nb::arg("device") = -1);
+  m.def("reset_accumulated_memory_stats", &reset_accumulated_memory_stats, nb::arg("device") = -1);
   m.def("current_allocated_memory", &current_allocated_memory, nb::arg("device") = -1);
   m.def("reserved_memory", &reserved_memory, nb::arg("device") = -1);
   m.def("recommended_max_memory", &recommended_max_memory, nb::arg("device") = -1);
-  m.def(
-      "empty_cache",
-      [](int device) {
-        // The caller's frames for history's segment_free entries, taken while the GIL is held.
-        std::shared_ptr<const StackFrames> frames;
-        if (g_recording_frames.load(std::memory_order_relaxed)) frames = capture_frames();
-        t_pending_frames = std::move(frames);
-        {
-          nb::gil_scoped_release release;
-          try {
-            empty_cache(device);
-          } catch (...) {
-            t_pending_frames.reset();
-            throw;
-          }
-        }
-        t_pending_frames.reset();
-      },
-      nb::arg("device") = -1);
-  m.def("reset_accumulated_memory_stats", &reset_accumulated_memory_stats, nb::arg("device") = -1);
-  m.def("get_per_process_memory_fraction", &get_per_process_memory_fraction,
-        nb::arg("device") = -1);
   m.def(
       "mem_get_info",
       [](int device) {
@@ -119,89 +190,37 @@ void init_memory(nb::module_& m) {
         return nb::typed<nb::tuple, int, int>(nb::make_tuple(free, total));
       },
       nb::arg("device") = -1);
+}
+
+// The cache and its limits: freeing it, its cap, the process's fraction, reclaim callbacks.
+void bind_cache_and_limits(nb::module_& m) {
+  m.def("empty_cache", &empty_cache_with_frames, nb::arg("device") = -1);
+  m.def("set_cache_limit", &set_cache_limit, nb::arg("bytes"), nb::arg("device") = -1);
+  m.def("get_per_process_memory_fraction", &get_per_process_memory_fraction,
+        nb::arg("device") = -1);
   m.def("set_per_process_memory_fraction", &set_per_process_memory_fraction, nb::arg("fraction"),
         nb::arg("device") = -1);
-  m.def("set_cache_limit", &set_cache_limit, nb::arg("bytes"), nb::arg("device") = -1);
-  m.def(
-      "add_reclaim_callback",
-      [](nb::typed<nb::callable, bool(int)> fn, int device) {
-        // Runs on the allocating thread with the GIL released by nothing: take it to call.
-        auto holder = std::make_shared<nb::object>(fn);
-        auto call = [holder](size_t needed) -> bool {
-          nb::gil_scoped_acquire gil;
-          try {
-            return nb::cast<bool>((*holder)(needed));
-          } catch (nb::python_error& e) {
-            const std::string what = e.what();
-            throw std::runtime_error(what);
-          }
-        };
-        return add_reclaim_callback(call, device);
-      },
-      nb::arg("fn"), nb::arg("device") = -1);
+  m.def("add_reclaim_callback", &add_python_reclaim_callback, nb::arg("fn"),
+        nb::arg("device") = -1);
   m.def("remove_reclaim_callback", &remove_reclaim_callback, nb::arg("id"), nb::arg("device") = -1);
-  m.def(
-      "_record_memory_history",
-      [](bool enabled, size_t max_entries, int context, std::vector<std::string> skip_actions,
-         bool clear_history, std::string package_prefix, int device) {
-        if (context < 0 || context > static_cast<int>(HistoryContext::All)) {
-          throw nb::value_error("_record_memory_history(): context must be 0 (None) to 3 (all)");
-        }
-        HistoryOptions o;
-        o.max_entries = max_entries;
-        o.context = static_cast<HistoryContext>(context);
-        o.skip_actions = std::move(skip_actions);
-        o.clear_history = clear_history;
-        if (o.context != HistoryContext::None) o.frames_fn = &capture_frames;
-        g_package_prefix = std::move(package_prefix);
-        record_memory_history(enabled, o, device);
-        if (enabled && o.context == HistoryContext::All) g_recording_frames = true;
-      },
-      nb::arg("enabled"), nb::arg("max_entries") = 0, nb::arg("context") = 3,
-      nb::arg("skip_actions") = std::vector<std::string>(), nb::arg("clear_history") = false,
-      nb::arg("package_prefix") = "", nb::arg("device") = -1);
-  m.def(
-      "_memory_snapshot",
-      [](int device) {
-        const MemorySnapshot snap = memory_snapshot(device);
-        nb::list segments;
-        for (const SegmentInfo& s : snap.segments) {
-          nb::dict d;
-          d["address"] = s.address;
-          d["frames"] = frames_list(s.frames);
-          d["total_size"] = s.total_size;
-          d["allocated_size"] = s.allocated_size;
-          d["requested_size"] = s.requested_size;
-          d["pool"] = s.pool;
-          nb::list blocks;
-          for (const BlockInfo& b : s.blocks) {
-            nb::dict bd;
-            bd["address"] = b.address;
-            bd["size"] = b.size;
-            bd["requested_size"] = b.requested_size;
-            bd["allocated"] = b.allocated;
-            bd["frames"] = frames_list(b.frames);
-            blocks.append(bd);
-          }
-          d["blocks"] = blocks;
-          segments.append(d);
-        }
-        nb::list trace;
-        for (const TraceInfo& t : snap.trace) {
-          nb::dict d;
-          d["action"] = t.action;
-          d["addr"] = t.address;
-          d["size"] = t.size;
-          d["stream"] = t.stream;
-          d["time_us"] = t.time_us;
-          d["frames"] = frames_list(t.frames);
-          trace.append(d);
-        }
-        return nb::make_tuple(segments, trace);
-      },
-      nb::arg("device") = -1,
-      nb::sig("def _memory_snapshot(device: int = -1) -> tuple[list[dict[str, typing.Any]], "
-              "list[dict[str, typing.Any]]]"));
+}
+
+// The allocation history and snapshots (mpsrt.memory's torch.cuda.memory functions).
+void bind_history(nb::module_& m) {
+  m.def("_record_memory_history", &record_history, nb::arg("enabled"), nb::arg("max_entries") = 0,
+        nb::arg("context") = 3, nb::arg("skip_actions") = std::vector<std::string>(),
+        nb::arg("clear_history") = false, nb::arg("package_prefix") = "", nb::arg("device") = -1);
+  m.def("_memory_snapshot", &snapshot, nb::arg("device") = -1,
+        nb::sig("def _memory_snapshot(device: int = -1) -> tuple[list[dict[str, typing.Any]], "
+                "list[dict[str, typing.Any]]]"));
+}
+
+}  // namespace
+
+void init_memory(nb::module_& m) {
+  bind_statistics(m);
+  bind_cache_and_limits(m);
+  bind_history(m);
 }
 
 }  // namespace mpsrt::python

@@ -68,22 +68,21 @@ Stream stream_of(nb::handle obj, const char* caller) {
 
 namespace {
 
-void bind_stream(nb::module_& m) {
-  using nb::gil_scoped_release;
-  nb::class_<Stream>(m, "Stream", "An in-order queue of work on a device.")
-      .def(
-          "__init__",
-          [](Stream* self, DeviceArg device, nb::int_ priority) {
-            // Any int: like torch.cuda, priorities outside the classes clamp to the nearest one.
-            const nb::int_ zero(0);
-            const int below = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_LT);
-            const int above = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_GT);
-            if (below < 0 || above < 0) throw nb::python_error();
-            const int p = below ? -1 : (above ? 1 : 0);
-            new (self) Stream(stream_from_pool(p, device.get("Stream")));
-          },
-          nb::arg("device") = nb::none(), nb::arg("priority") = 0,
-          "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
+// Making a stream, and `with stream:` (the stream and its device current for the block).
+void bind_stream_context(nb::class_<Stream>& cls) {
+  cls.def(
+         "__init__",
+         [](Stream* self, DeviceArg device, nb::int_ priority) {
+           // Any int: like torch.cuda, priorities outside the classes clamp to the nearest one.
+           const nb::int_ zero(0);
+           const int below = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_LT);
+           const int above = PyObject_RichCompareBool(priority.ptr(), zero.ptr(), Py_GT);
+           if (below < 0 || above < 0) throw nb::python_error();
+           const int p = below ? -1 : (above ? 1 : 0);
+           new (self) Stream(stream_from_pool(p, device.get("Stream")));
+         },
+         nb::arg("device") = nb::none(), nb::arg("priority") = 0,
+         "A stream from the device's pool: priority < 0 high, 0 normal, > 0 low.")
       .def_static(
           "priority_range", [] { return nb::typed<nb::tuple, int, int>(nb::make_tuple(1, -1)); },
           "(least, greatest) priority, as torch.cuda.Stream.priority_range(): lower numbers run "
@@ -109,12 +108,13 @@ void bind_stream(nb::module_& m) {
             set_current_stream(prev_stream);
             set_device(prev_device);
           },
-          nb::sig("def __exit__(self, *args: object) -> None"))
-      .def_prop_ro("device", &Stream::device)
-      .def_prop_ro("device_index", &Stream::device)
-      .def_prop_ro("stream_id", &Stream::id)
-      .def_prop_ro("priority", &Stream::priority)
-      .def("query", &Stream::query, "True when all work submitted so far has completed.")
+          nb::sig("def __exit__(self, *args: object) -> None"));
+}
+
+// The stream's work: waiting for it, ordering it after events and other streams, callbacks.
+void bind_stream_work(nb::class_<Stream>& cls) {
+  using nb::gil_scoped_release;
+  cls.def("query", &Stream::query, "True when all work submitted so far has completed.")
       .def("synchronize", &Stream::synchronize, nb::call_guard<gil_scoped_release>(),
            "Waits for the stream's work; raises RuntimeError if a command failed.")
       .def(
@@ -157,11 +157,22 @@ void bind_stream(nb::module_& m) {
           nb::arg("fn"),
           "Runs fn() on a runtime thread once the stream's work so far is done; an exception "
           "in fn is raised by the stream's next synchronize(). fn must not wait for the "
-          "device (synchronize(), Buffer.numpy()): it runs as part of the device's work.")
-      .def("__eq__",
-           [](const Stream& a, nb::handle b) {
-             return nb::isinstance<Stream>(b) && nb::cast<Stream>(b) == a;
-           })
+          "device (synchronize(), Buffer.numpy()): it runs as part of the device's work.");
+}
+
+void bind_stream(nb::module_& m) {
+  nb::class_<Stream> cls(m, "Stream", "An in-order queue of work on a device.");
+  bind_stream_context(cls);
+  // Identity: the device, id and priority; == and hash() by the stream, not the object.
+  cls.def_prop_ro("device", &Stream::device)
+      .def_prop_ro("device_index", &Stream::device)
+      .def_prop_ro("stream_id", &Stream::id)
+      .def_prop_ro("priority", &Stream::priority);
+  bind_stream_work(cls);
+  cls.def("__eq__",
+          [](const Stream& a, nb::handle b) {
+            return nb::isinstance<Stream>(b) && nb::cast<Stream>(b) == a;
+          })
       .def("__hash__", [](const Stream& s) { return std::hash<uintptr_t>()(s.handle()); })
       .def("__repr__", &stream_repr);
 }

@@ -8,6 +8,7 @@ import re
 
 import mpsrt
 import pytest
+from conftest import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -27,12 +28,51 @@ def test_typing_files_are_shipped() -> None:
     stub = (pkg / "_C.pyi").read_text()
     assert "def device_count() -> int" in stub
     assert "class DeviceProperties" in stub
+    # The module's __getattr__ (which makes _bench) is left out: it would type every misspelt
+    # name of mpsrt._C as valid.
+    assert "__getattr__" not in stub
 
 
 def test_public_names() -> None:
     for name in mpsrt.__all__:
         assert hasattr(mpsrt, name), name
     assert issubclass(mpsrt.OutOfMemoryError, RuntimeError)
+
+
+_BENCH_HOOKS = """\
+import sys
+import threading
+
+import mpsrt
+
+c = mpsrt._C
+assert "_bench" not in vars(c), "import mpsrt registered the benchmark hooks"
+assert not [m for m in sys.modules if "_bench" in m], sys.modules
+try:
+    c.no_such_name
+except AttributeError as e:
+    assert str(e) == "module 'mpsrt._C' has no attribute 'no_such_name'", e
+else:
+    raise AssertionError("no AttributeError")
+assert not hasattr(c, "no_such_name")
+got = []
+threads = [threading.Thread(target=lambda: got.append(c._bench)) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+from mpsrt._C import _bench
+
+assert len(got) == 4 and all(g is _bench for g in got) and c._bench is _bench
+assert _bench.__name__ == "mpsrt._C._bench" and _bench.noop() is None
+assert _bench.RawHeap.__module__ == "mpsrt._C._bench"
+"""
+
+
+def test_the_bench_hooks_are_made_on_first_access() -> None:
+    # In a fresh interpreter: this one's tests reach mpsrt._C._bench already.
+    r = run_python(_BENCH_HOOKS)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 # ---------------------------------------------------------------- typed stubs, checked by mypy
