@@ -2,6 +2,8 @@
 // the PyCapsule mpsrt._C._c_api. The PyTorch device glue (csrc/torch) calls only this table,
 // so the process has one runtime: one caching allocator, one set of streams and events.
 // Each entry translates C++ exceptions to an MpsrtStatus and a per-thread message.
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -90,243 +92,414 @@ int query_to_int(MpsrtStatus st, bool done) {
   return st == MPSRT_OK ? (done ? 1 : 0) : -1;
 }
 
-const MpsrtCApi kApi = {
-    MPSRT_C_API_VERSION,
-    static_cast<uint32_t>(sizeof(MpsrtCApi)),
-    []() noexcept -> const char* { return t_last_error.c_str(); },
-    // devices
-    []() noexcept -> const char* {
-      static const std::string name = [] {
-        try {
-          return backend_name();
-        } catch (...) {
-          return std::string("unavailable");
-        }
-      }();
-      return name.c_str();
-    },
-    []() noexcept -> int {
-      int n = 0;
-      guarded([&] { n = device_count(); });
-      return n;
-    },
-    []() noexcept -> int {
-      int d = 0;
-      guarded([&] { d = current_device(); });
-      return d;
-    },
-    [](int device, int* previous) noexcept {
-      return guarded([&] {
-        int prev = set_device(device);
-        if (previous) *previous = prev;
-      });
-    },
-    [](int device) noexcept -> int {
-      int visible = 0;
-      guarded([&] {
-        Buffer probe(1, current_stream(device));
-        visible = probe.host_ptr() != nullptr ? 1 : 0;
-      });
-      return visible;
-    },
-    [](int device) noexcept { return guarded([&] { synchronize(device); }); },
-    // memory
-    [](size_t nbytes, int device, MpsrtBuffer** out, void** host) noexcept {
-      return guarded([&] {
-        auto* b = new Buffer(nbytes, current_stream(device));
-        *out = reinterpret_cast<MpsrtBuffer*>(b);
-        if (host) *host = b->host_ptr();
-      });
-    },
-    [](MpsrtBuffer* b) noexcept { delete buf(b); },
-    [](MpsrtBuffer* b, MpsrtStream* s) noexcept {
-      return guarded([&] { buf(b)->record_stream(stream_of_handle(s)); });
-    },
-    [](MpsrtBuffer* b, size_t offset, size_t nbytes, uint64_t pattern, unsigned pattern_size,
-       MpsrtStream* s) noexcept {
-      return guarded([&] {
-        Buffer v = buf(b)->view(offset, nbytes);
-        v.fill(pattern, pattern_size, stream_of_handle(s));
-      });
-    },
-    [](MpsrtBuffer* dst, size_t dst_offset, const MpsrtBuffer* src, size_t src_offset,
-       size_t nbytes, MpsrtStream* s) noexcept {
-      return guarded([&] {
-        Buffer d = buf(dst)->view(dst_offset, nbytes);
-        Buffer v = buf(src)->view(src_offset, nbytes);
-        d.copy_from(v, stream_of_handle(s));
-      });
-    },
-    [](int device, void (*visit)(void*, const char*, int64_t), void* ctx) noexcept {
-      return guarded([&] {
-        for (const auto& [key, value] : memory_stats(device)) visit(ctx, key.c_str(), value);
-      });
-    },
-    [](int device) noexcept { return guarded([&] { reset_peak_memory_stats(device); }); },
-    [](int device) noexcept { return guarded([&] { reset_accumulated_memory_stats(device); }); },
-    [](int device) noexcept { return guarded([&] { empty_cache(device); }); },
-    // streams
-    [](int device) noexcept -> MpsrtStream* {
-      MpsrtStream* s = nullptr;
-      guarded([&] { s = handle(default_stream(device)); });
-      return s;
-    },
-    [](int device) noexcept -> MpsrtStream* {
-      MpsrtStream* s = nullptr;
-      guarded([&] { s = handle(current_stream(device)); });
-      return s;
-    },
-    [](int priority, int device, MpsrtStream** out) noexcept {
-      return guarded([&] { *out = handle(stream_from_pool(priority, device)); });
-    },
-    [](MpsrtStream* s) noexcept -> MpsrtStream* {
-      MpsrtStream* prev = nullptr;
-      guarded([&] { prev = handle(set_current_stream(stream_of_handle(s))); });
-      return prev;
-    },
-    [](MpsrtStream* s) noexcept -> int { return stream_of_handle(s).device(); },
-    [](MpsrtStream* s) noexcept -> int { return stream_of_handle(s).priority(); },
-    [](MpsrtStream* s) noexcept { return guarded([&] { stream_of_handle(s).synchronize(); }); },
-    [](MpsrtStream* s) noexcept -> int {
-      bool done = false;
-      auto st = guarded([&] { done = stream_of_handle(s).query(); });
-      return query_to_int(st, done);
-    },
-    // events
-    [](int enable_timing, MpsrtEvent** out) noexcept {
-      return guarded([&] { *out = reinterpret_cast<MpsrtEvent*>(new Event(enable_timing != 0)); });
-    },
-    [](MpsrtEvent* e) noexcept { delete ev(e); },
-    [](MpsrtEvent* e, MpsrtStream* s) noexcept {
-      return guarded([&] { ev(e)->record(stream_of_handle(s)); });
-    },
-    [](MpsrtEvent* e, MpsrtStream* s) noexcept {
-      return guarded([&] { ev(e)->wait(stream_of_handle(s)); });
-    },
-    [](MpsrtEvent* e) noexcept -> int {
-      bool done = false;
-      auto st = guarded([&] { done = ev(e)->query(); });
-      return query_to_int(st, done);
-    },
-    [](MpsrtEvent* e) noexcept { return guarded([&] { ev(e)->synchronize(); }); },
-    [](MpsrtEvent* start, MpsrtEvent* end, double* ms) noexcept {
-      return guarded([&] { *ms = ev(start)->elapsed_time(*ev(end)); });
-    },
-    // ---- version 2: generators and random fills
-    [](int device, MpsrtGenerator** out) noexcept {
-      return guarded([&] { *out = handle(Generator(device)); });
-    },
-    [](MpsrtGenerator* g) noexcept { delete reinterpret_cast<Generator*>(g); },
-    [](MpsrtGenerator* g, int device) noexcept -> int {
-      int d = -1;
-      guarded([&] { d = gen(g, device).device(); });
-      return d;
-    },
-    [](MpsrtGenerator* g, int device, MpsrtGenerator** out) noexcept {
-      return guarded([&] { *out = handle(gen(g, device).clone_state()); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t seed) noexcept {
-      return guarded([&] { gen(g, device).manual_seed(seed); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
-      return guarded([&] { *seed = gen(g, device).seed(); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
-      return guarded([&] { *seed = gen(g, device).initial_seed(); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t* offset) noexcept {
-      return guarded([&] { *offset = gen(g, device).offset(); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t offset) noexcept {
-      return guarded([&] { gen(g, device).set_offset(offset); });
-    },
-    [](MpsrtGenerator* g, int device, uint8_t* out, size_t size) noexcept {
-      return guarded([&] {
-        if (out == nullptr || size != kRngStateSize) {
-          throw std::invalid_argument("[c_api] generator_get_state: needs a buffer of " +
-                                      std::to_string(kRngStateSize) + " bytes, got " +
-                                      std::to_string(out == nullptr ? 0 : size));
-        }
-        const RngState st = gen(g, device).get_state();
-        std::copy(st.begin(), st.end(), out);
-      });
-    },
-    [](MpsrtGenerator* g, int device, const uint8_t* data, size_t size) noexcept {
-      return guarded([&] { gen(g, device).set_state(data, size); });
-    },
-    [](MpsrtGenerator* g, int device, uint64_t* out) noexcept {
-      return guarded([&] { *out = gen(g, device).random_u64(); });
-    },
-    [](MpsrtBuffer* b, size_t offset, uint64_t count, const MpsrtRandomSpec* spec,
-       MpsrtGenerator* g, MpsrtStream* s) noexcept {
-      return guarded([&] {
-        if (spec == nullptr) throw std::invalid_argument("[c_api] random_fill: spec is NULL");
-        RandomSpec rs;
-        rs.op = static_cast<RandomSpec::Op>(spec->op);
-        rs.dtype = static_cast<RandomSpec::DType>(spec->dtype);
-        if (spec->op < 0 || spec->op > 255 || spec->dtype < 0 || spec->dtype > 255 ||
-            !random_supported(rs.op, rs.dtype)) {
-          throw std::invalid_argument("[c_api] random_fill: op " + std::to_string(spec->op) +
-                                      " cannot write dtype " + std::to_string(spec->dtype));
-        }
-        rs.a = spec->a;
-        rs.b = spec->b;
-        rs.low = spec->low;
-        rs.range = spec->range;
-        rs.p = spec->p;
-        Buffer v = buf(b)->view(offset, buf(b)->nbytes() - std::min(offset, buf(b)->nbytes()));
-        Generator g2 = gen(g, buf(b)->device());
-        random_fill(v, count, rs, g2, stream_of_handle(s));
-      });
-    },
-    [](int op, int dtype) noexcept -> int {
-      if (op < 0 || op > 255 || dtype < 0 || dtype > 255) return 0;
-      if (op < 0 || op >= kRandomOpCount || dtype < 0 || dtype >= kDTypeCount) return 0;
-      return random_supported(static_cast<RandomOp>(op), static_cast<DType>(dtype)) ? 1 : 0;
-    },
-    [](int dtype, int64_t* min, uint64_t* max) noexcept {
-      return guarded([&] {
-        const RandomIntBounds r = dtype < 0 || dtype >= kDTypeCount
-                                      ? RandomIntBounds{}
-                                      : random_int_bounds(static_cast<DType>(dtype));
-        if (r.max == 0) {
-          throw std::invalid_argument("[c_api] random_int_bounds: no dtype " +
-                                      std::to_string(dtype));
-        }
-        *min = r.min;
-        *max = r.max;
-      });
-    },
-    // profiler
-    []() noexcept -> int64_t { return profiler::host_op_begin(); },
-    [](const char* name, MpsrtStream* s, int64_t begin) noexcept {
-      guarded([&] { profiler::host_op_end(name ? name : "", stream_of_handle(s), begin); });
-    },
-    [](const MpsrtBuffer* b) noexcept { return guarded([&] { buf(b)->check_owner(); }); },
-    [](int device, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
-      return guarded([&] {
-        const auto [f, t] = mem_get_info(device);
-        *free_bytes = f;
-        *total_bytes = t;
-      });
-    },
-    // ---- version 3: the memory models
-    [](const MpsrtBuffer* b) noexcept -> uint64_t { return b ? buf(b)->address() : 0; },
-    [](const MpsrtBuffer* b) noexcept -> void* { return b ? buf(b)->host_ptr() : nullptr; },
-    [](MpsrtBuffer* dst, size_t offset, const void* src, size_t nbytes) noexcept {
-      return guarded([&] {
-        if (dst == nullptr)
-          throw std::invalid_argument("[c_api] buffer_copy_from_host: NULL buffer");
-        buf(dst)->view(offset, nbytes).copy_from_host(src, nbytes);
-      });
-    },
-    [](const MpsrtBuffer* src, size_t offset, void* dst, size_t nbytes) noexcept {
-      return guarded([&] {
-        if (src == nullptr) throw std::invalid_argument("[c_api] buffer_copy_to_host: NULL buffer");
-        buf(src)->view(offset, nbytes).copy_to_host(dst, nbytes);
-      });
-    },
-};
+// ------------------------------------------------------------------ the table's entries
+// One function per entry of MpsrtCApi, named after its field and with exactly its pointer's
+// signature (make_table assigns each by name, so a mismatch does not compile). Every call into
+// the runtime is qualified (mpsrt::...): an unqualified one would find the entry of the same
+// name first.
+namespace entry {
+
+// ---- version 1
+const char* last_error() noexcept {
+  return t_last_error.c_str();
+}
+
+// devices
+const char* backend_name() noexcept {
+  static const std::string name = [] {
+    try {
+      return mpsrt::backend_name();
+    } catch (...) {
+      return std::string("unavailable");
+    }
+  }();
+  return name.c_str();
+}
+
+int device_count() noexcept {
+  int n = 0;
+  guarded([&] { n = mpsrt::device_count(); });
+  return n;
+}
+
+int current_device() noexcept {
+  int d = 0;
+  guarded([&] { d = mpsrt::current_device(); });
+  return d;
+}
+
+MpsrtStatus set_device(int device, int* previous) noexcept {
+  return guarded([&] {
+    int prev = mpsrt::set_device(device);
+    if (previous) *previous = prev;
+  });
+}
+
+int host_visible(int device) noexcept {
+  int visible = 0;
+  guarded([&] {
+    Buffer probe(1, mpsrt::current_stream(device));
+    visible = probe.host_ptr() != nullptr ? 1 : 0;
+  });
+  return visible;
+}
+
+MpsrtStatus synchronize(int device) noexcept {
+  return guarded([&] { mpsrt::synchronize(device); });
+}
+
+// memory
+MpsrtStatus buffer_alloc(size_t nbytes, int device, MpsrtBuffer** out, void** host) noexcept {
+  return guarded([&] {
+    auto* b = new Buffer(nbytes, mpsrt::current_stream(device));
+    *out = reinterpret_cast<MpsrtBuffer*>(b);
+    if (host) *host = b->host_ptr();
+  });
+}
+
+void buffer_free(MpsrtBuffer* b) noexcept {
+  delete buf(b);
+}
+
+MpsrtStatus buffer_record_stream(MpsrtBuffer* b, MpsrtStream* s) noexcept {
+  return guarded([&] { buf(b)->record_stream(stream_of_handle(s)); });
+}
+
+MpsrtStatus buffer_fill(MpsrtBuffer* b, size_t offset, size_t nbytes, uint64_t pattern,
+                        unsigned pattern_size, MpsrtStream* s) noexcept {
+  return guarded([&] {
+    Buffer v = buf(b)->view(offset, nbytes);
+    v.fill(pattern, pattern_size, stream_of_handle(s));
+  });
+}
+
+MpsrtStatus buffer_copy(MpsrtBuffer* dst, size_t dst_offset, const MpsrtBuffer* src,
+                        size_t src_offset, size_t nbytes, MpsrtStream* s) noexcept {
+  return guarded([&] {
+    Buffer d = buf(dst)->view(dst_offset, nbytes);
+    Buffer v = buf(src)->view(src_offset, nbytes);
+    d.copy_from(v, stream_of_handle(s));
+  });
+}
+
+MpsrtStatus memory_stats(int device, void (*visit)(void*, const char*, int64_t),
+                         void* ctx) noexcept {
+  return guarded([&] {
+    for (const auto& [key, value] : mpsrt::memory_stats(device)) visit(ctx, key.c_str(), value);
+  });
+}
+
+MpsrtStatus reset_peak_memory_stats(int device) noexcept {
+  return guarded([&] { mpsrt::reset_peak_memory_stats(device); });
+}
+
+MpsrtStatus reset_accumulated_memory_stats(int device) noexcept {
+  return guarded([&] { mpsrt::reset_accumulated_memory_stats(device); });
+}
+
+MpsrtStatus empty_cache(int device) noexcept {
+  return guarded([&] { mpsrt::empty_cache(device); });
+}
+
+// streams
+MpsrtStream* stream_default(int device) noexcept {
+  MpsrtStream* s = nullptr;
+  guarded([&] { s = handle(mpsrt::default_stream(device)); });
+  return s;
+}
+
+MpsrtStream* stream_current(int device) noexcept {
+  MpsrtStream* s = nullptr;
+  guarded([&] { s = handle(mpsrt::current_stream(device)); });
+  return s;
+}
+
+MpsrtStatus stream_from_pool(int priority, int device, MpsrtStream** out) noexcept {
+  return guarded([&] { *out = handle(mpsrt::stream_from_pool(priority, device)); });
+}
+
+MpsrtStream* stream_set_current(MpsrtStream* s) noexcept {
+  MpsrtStream* prev = nullptr;
+  guarded([&] { prev = handle(mpsrt::set_current_stream(stream_of_handle(s))); });
+  return prev;
+}
+
+int stream_device(MpsrtStream* s) noexcept {
+  return stream_of_handle(s).device();
+}
+
+int stream_priority(MpsrtStream* s) noexcept {
+  return stream_of_handle(s).priority();
+}
+
+MpsrtStatus stream_synchronize(MpsrtStream* s) noexcept {
+  return guarded([&] { stream_of_handle(s).synchronize(); });
+}
+
+int stream_query(MpsrtStream* s) noexcept {
+  bool done = false;
+  auto st = guarded([&] { done = stream_of_handle(s).query(); });
+  return query_to_int(st, done);
+}
+
+// events
+MpsrtStatus event_create(int enable_timing, MpsrtEvent** out) noexcept {
+  return guarded([&] { *out = reinterpret_cast<MpsrtEvent*>(new Event(enable_timing != 0)); });
+}
+
+void event_destroy(MpsrtEvent* e) noexcept {
+  delete ev(e);
+}
+
+MpsrtStatus event_record(MpsrtEvent* e, MpsrtStream* s) noexcept {
+  return guarded([&] { ev(e)->record(stream_of_handle(s)); });
+}
+
+MpsrtStatus event_wait(MpsrtEvent* e, MpsrtStream* s) noexcept {
+  return guarded([&] { ev(e)->wait(stream_of_handle(s)); });
+}
+
+int event_query(MpsrtEvent* e) noexcept {
+  bool done = false;
+  auto st = guarded([&] { done = ev(e)->query(); });
+  return query_to_int(st, done);
+}
+
+MpsrtStatus event_synchronize(MpsrtEvent* e) noexcept {
+  return guarded([&] { ev(e)->synchronize(); });
+}
+
+MpsrtStatus event_elapsed_ms(MpsrtEvent* start, MpsrtEvent* end, double* ms) noexcept {
+  return guarded([&] { *ms = ev(start)->elapsed_time(*ev(end)); });
+}
+
+// ---- version 2: generators and random fills
+MpsrtStatus generator_create(int device, MpsrtGenerator** out) noexcept {
+  return guarded([&] { *out = handle(Generator(device)); });
+}
+
+void generator_destroy(MpsrtGenerator* g) noexcept {
+  delete reinterpret_cast<Generator*>(g);
+}
+
+int generator_device(MpsrtGenerator* g, int device) noexcept {
+  int d = -1;
+  guarded([&] { d = gen(g, device).device(); });
+  return d;
+}
+
+MpsrtStatus generator_clone_state(MpsrtGenerator* g, int device, MpsrtGenerator** out) noexcept {
+  return guarded([&] { *out = handle(gen(g, device).clone_state()); });
+}
+
+MpsrtStatus generator_manual_seed(MpsrtGenerator* g, int device, uint64_t seed) noexcept {
+  return guarded([&] { gen(g, device).manual_seed(seed); });
+}
+
+MpsrtStatus generator_seed(MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
+  return guarded([&] { *seed = gen(g, device).seed(); });
+}
+
+MpsrtStatus generator_initial_seed(MpsrtGenerator* g, int device, uint64_t* seed) noexcept {
+  return guarded([&] { *seed = gen(g, device).initial_seed(); });
+}
+
+MpsrtStatus generator_offset(MpsrtGenerator* g, int device, uint64_t* offset) noexcept {
+  return guarded([&] { *offset = gen(g, device).offset(); });
+}
+
+MpsrtStatus generator_set_offset(MpsrtGenerator* g, int device, uint64_t offset) noexcept {
+  return guarded([&] { gen(g, device).set_offset(offset); });
+}
+
+MpsrtStatus generator_get_state(MpsrtGenerator* g, int device, uint8_t* out, size_t size) noexcept {
+  return guarded([&] {
+    if (out == nullptr || size != kRngStateSize) {
+      throw std::invalid_argument("[c_api] generator_get_state: needs a buffer of " +
+                                  std::to_string(kRngStateSize) + " bytes, got " +
+                                  std::to_string(out == nullptr ? 0 : size));
+    }
+    const RngState st = gen(g, device).get_state();
+    std::copy(st.begin(), st.end(), out);
+  });
+}
+
+MpsrtStatus generator_set_state(MpsrtGenerator* g, int device, const uint8_t* data,
+                                size_t size) noexcept {
+  return guarded([&] { gen(g, device).set_state(data, size); });
+}
+
+MpsrtStatus generator_random_u64(MpsrtGenerator* g, int device, uint64_t* out) noexcept {
+  return guarded([&] { *out = gen(g, device).random_u64(); });
+}
+
+MpsrtStatus random_fill(MpsrtBuffer* b, size_t offset, uint64_t count, const MpsrtRandomSpec* spec,
+                        MpsrtGenerator* g, MpsrtStream* s) noexcept {
+  return guarded([&] {
+    if (spec == nullptr) throw std::invalid_argument("[c_api] random_fill: spec is NULL");
+    RandomSpec rs;
+    rs.op = static_cast<RandomOp>(spec->op);
+    rs.dtype = static_cast<DType>(spec->dtype);
+    if (spec->op < 0 || spec->op >= kRandomOpCount || spec->dtype < 0 ||
+        spec->dtype >= kDTypeCount || !mpsrt::random_supported(rs.op, rs.dtype)) {
+      throw std::invalid_argument("[c_api] random_fill: op " + std::to_string(spec->op) +
+                                  " cannot write dtype " + std::to_string(spec->dtype));
+    }
+    rs.a = spec->a;
+    rs.b = spec->b;
+    rs.low = spec->low;
+    rs.range = spec->range;
+    rs.p = spec->p;
+    Buffer v = buf(b)->view(offset, buf(b)->nbytes() - std::min(offset, buf(b)->nbytes()));
+    Generator g2 = gen(g, buf(b)->device());
+    mpsrt::random_fill(v, count, rs, g2, stream_of_handle(s));
+  });
+}
+
+int random_supported(int op, int dtype) noexcept {
+  if (op < 0 || op >= kRandomOpCount || dtype < 0 || dtype >= kDTypeCount) return 0;
+  return mpsrt::random_supported(static_cast<RandomOp>(op), static_cast<DType>(dtype)) ? 1 : 0;
+}
+
+MpsrtStatus random_int_bounds(int dtype, int64_t* min, uint64_t* max) noexcept {
+  return guarded([&] {
+    const RandomIntBounds r = dtype < 0 || dtype >= kDTypeCount
+                                  ? RandomIntBounds{}
+                                  : mpsrt::random_int_bounds(static_cast<DType>(dtype));
+    if (r.max == 0) {
+      throw std::invalid_argument("[c_api] random_int_bounds: no dtype " + std::to_string(dtype));
+    }
+    *min = r.min;
+    *max = r.max;
+  });
+}
+
+// profiler
+int64_t host_op_begin() noexcept {
+  return mpsrt::profiler::host_op_begin();
+}
+
+void host_op_end(const char* name, MpsrtStream* s, int64_t begin) noexcept {
+  guarded([&] { mpsrt::profiler::host_op_end(name ? name : "", stream_of_handle(s), begin); });
+}
+
+MpsrtStatus buffer_check_owner(const MpsrtBuffer* b) noexcept {
+  return guarded([&] { buf(b)->check_owner(); });
+}
+
+MpsrtStatus mem_get_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
+  return guarded([&] {
+    const auto [f, t] = mpsrt::mem_get_info(device);
+    *free_bytes = f;
+    *total_bytes = t;
+  });
+}
+
+// ---- version 3: the memory models
+uint64_t buffer_address(const MpsrtBuffer* b) noexcept {
+  return b ? buf(b)->address() : 0;
+}
+
+void* buffer_host_ptr(const MpsrtBuffer* b) noexcept {
+  return b ? buf(b)->host_ptr() : nullptr;
+}
+
+MpsrtStatus buffer_copy_from_host(MpsrtBuffer* dst, size_t offset, const void* src,
+                                  size_t nbytes) noexcept {
+  return guarded([&] {
+    if (dst == nullptr) throw std::invalid_argument("[c_api] buffer_copy_from_host: NULL buffer");
+    buf(dst)->view(offset, nbytes).copy_from_host(src, nbytes);
+  });
+}
+
+MpsrtStatus buffer_copy_to_host(const MpsrtBuffer* src, size_t offset, void* dst,
+                                size_t nbytes) noexcept {
+  return guarded([&] {
+    if (src == nullptr) throw std::invalid_argument("[c_api] buffer_copy_to_host: NULL buffer");
+    buf(src)->view(offset, nbytes).copy_to_host(dst, nbytes);
+  });
+}
+
+}  // namespace entry
+
+// ------------------------------------------------------------------ the table
+// Each field assigned by name from the entry of the same name: the layout and order are the
+// header's alone, and an entry whose signature differs from its pointer's does not compile.
+constexpr MpsrtCApi make_table() {
+  MpsrtCApi t{};
+  t.version = MPSRT_C_API_VERSION;
+  t.size = static_cast<uint32_t>(sizeof(MpsrtCApi));
+  t.last_error = entry::last_error;
+  // devices
+  t.backend_name = entry::backend_name;
+  t.device_count = entry::device_count;
+  t.current_device = entry::current_device;
+  t.set_device = entry::set_device;
+  t.host_visible = entry::host_visible;
+  t.synchronize = entry::synchronize;
+  // memory
+  t.buffer_alloc = entry::buffer_alloc;
+  t.buffer_free = entry::buffer_free;
+  t.buffer_record_stream = entry::buffer_record_stream;
+  t.buffer_fill = entry::buffer_fill;
+  t.buffer_copy = entry::buffer_copy;
+  t.memory_stats = entry::memory_stats;
+  t.reset_peak_memory_stats = entry::reset_peak_memory_stats;
+  t.reset_accumulated_memory_stats = entry::reset_accumulated_memory_stats;
+  t.empty_cache = entry::empty_cache;
+  // streams
+  t.stream_default = entry::stream_default;
+  t.stream_current = entry::stream_current;
+  t.stream_from_pool = entry::stream_from_pool;
+  t.stream_set_current = entry::stream_set_current;
+  t.stream_device = entry::stream_device;
+  t.stream_priority = entry::stream_priority;
+  t.stream_synchronize = entry::stream_synchronize;
+  t.stream_query = entry::stream_query;
+  // events
+  t.event_create = entry::event_create;
+  t.event_destroy = entry::event_destroy;
+  t.event_record = entry::event_record;
+  t.event_wait = entry::event_wait;
+  t.event_query = entry::event_query;
+  t.event_synchronize = entry::event_synchronize;
+  t.event_elapsed_ms = entry::event_elapsed_ms;
+  // version 2: generators and random fills
+  t.generator_create = entry::generator_create;
+  t.generator_destroy = entry::generator_destroy;
+  t.generator_device = entry::generator_device;
+  t.generator_clone_state = entry::generator_clone_state;
+  t.generator_manual_seed = entry::generator_manual_seed;
+  t.generator_seed = entry::generator_seed;
+  t.generator_initial_seed = entry::generator_initial_seed;
+  t.generator_offset = entry::generator_offset;
+  t.generator_set_offset = entry::generator_set_offset;
+  t.generator_get_state = entry::generator_get_state;
+  t.generator_set_state = entry::generator_set_state;
+  t.generator_random_u64 = entry::generator_random_u64;
+  t.random_fill = entry::random_fill;
+  t.random_supported = entry::random_supported;
+  t.random_int_bounds = entry::random_int_bounds;
+  // profiler, forked children, device memory
+  t.host_op_begin = entry::host_op_begin;
+  t.host_op_end = entry::host_op_end;
+  t.buffer_check_owner = entry::buffer_check_owner;
+  t.mem_get_info = entry::mem_get_info;
+  // version 3: the memory models
+  t.buffer_address = entry::buffer_address;
+  t.buffer_host_ptr = entry::buffer_host_ptr;
+  t.buffer_copy_from_host = entry::buffer_copy_from_host;
+  t.buffer_copy_to_host = entry::buffer_copy_to_host;
+  return t;
+}
+
+// The last field above is the table's last: a field added to the header fails here until it
+// has its entry (and this line names it).
+static_assert(offsetof(MpsrtCApi, buffer_copy_to_host) + sizeof(MpsrtCApi::buffer_copy_to_host) ==
+                  sizeof(MpsrtCApi),
+              "MpsrtCApi has a field after buffer_copy_to_host: give it an entry in make_table");
+
+constexpr MpsrtCApi kApi = make_table();
 
 }  // namespace
 

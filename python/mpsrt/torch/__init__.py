@@ -7,7 +7,7 @@ After the import, ``torch.empty(..., device="mpsrt")``, ``t.to("mpsrt")``, ``t.m
 ``mpsrt.memory_allocated()``, ``torch.mpsrt.memory_allocated()`` and
 ``torch.accelerator.memory_allocated()`` agree.
 
-How the process keeps ONE runtime: the glue torch calls (csrc/torch/mpsrt_torch.cpp, shipped
+How the process keeps ONE runtime: the glue torch calls (the files of csrc/torch, shipped
 in this package as ``mpsrt/torch/csrc``) is compiled against the installed torch at the first
 import (``torch.utils.cpp_extension.load``: cached, rebuilt when its source, mpsrt's version or
 torch's version changes) and reaches the runtime that ``mpsrt._C`` holds only through mpsrt's

@@ -24,10 +24,13 @@ import mpsrt
 from mpsrt import _C
 
 _HERE = Path(__file__).resolve().parent
-# Installed layout: mpsrt/torch/csrc/mpsrt_torch.cpp and mpsrt/include/mpsrt/c_api.h.
-_SOURCE = _HERE / "csrc" / "mpsrt_torch.cpp"
+# Installed layout: the glue's translation units and their headers in mpsrt/torch/csrc/ (the
+# entry point module.cpp among them), and mpsrt/include/mpsrt/c_api.h.
+_CSRC = _HERE / "csrc"
+_ENTRY = _CSRC / "module.cpp"
 _INCLUDE = _HERE.parent / "include"
-# How long an import waits for another process's build (one build takes about 30 s of a core).
+# How long an import waits for another process's build (one build takes about 60 s of a core,
+# spread over the cores by ninja).
 BUILD_WAIT_SECONDS = 900.0
 _STAMP = "mpsrt-build-stamp"
 _BUILD_LOCK = "mpsrt-build.lock"
@@ -36,19 +39,33 @@ _BUILD_LOCK = "mpsrt-build.lock"
 _TORCH_BATON = "lock"
 
 
+def _sources() -> list[Path]:
+    """The glue's translation units, compiled together into one library."""
+    return sorted(_CSRC.glob("*.cpp"))
+
+
+def _source_digest() -> str:
+    """A digest of every file the build reads from this package: the glue's sources and headers
+    (names and contents) and the C API header."""
+    digest = hashlib.sha256()
+    for path in sorted([*_CSRC.glob("*.cpp"), *_CSRC.glob("*.h")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update((_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
+    return digest.hexdigest()
+
+
 def extension_name() -> str:
     """The cached build's name: one per (mpsrt version, torch version, Python, glue source).
 
     The versions are in the name so that another mpsrt, torch or Python gets its own build
-    instead of a stale ABI; the source's digest, so that two installs of one version with
+    instead of a stale ABI; the sources' digest, so that two installs of one version with
     different glue sources (a development checkout beside a release) do not rebuild over each
     other.
     """
     tv = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
     mv = re.sub(r"[^0-9A-Za-z]", "_", mpsrt.__version__)
     py = re.sub(r"[^0-9A-Za-z]", "_", sys.implementation.cache_tag or "py")
-    digest = hashlib.sha256(_SOURCE.read_bytes() + (_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
-    return f"mpsrt_torch_{mv}_torch{tv}_{py}_{digest.hexdigest()[:12]}"
+    return f"mpsrt_torch_{mv}_torch{tv}_{py}_{_source_digest()[:12]}"
 
 
 def build_directory() -> Path:
@@ -101,7 +118,7 @@ def _build(directory: Path, verbose: bool, wait_seconds: float) -> None:
             (directory / stale).unlink(missing_ok=True)
         cpp_extension.load(
             name=directory.name,
-            sources=[str(_SOURCE)],
+            sources=[str(p) for p in _sources()],
             extra_include_paths=[str(_INCLUDE)],
             extra_cflags=["-O2", "-fvisibility=hidden"],
             build_directory=str(directory),
@@ -122,10 +139,8 @@ def _capsule_address() -> int:
 
 def load(verbose: bool = False) -> None:
     """Loads the glue, compiling it first if no finished build is cached, and initialises it."""
-    if not _SOURCE.is_file():
-        raise ImportError(
-            f"[torch] the torch glue's source is missing ({_SOURCE}); reinstall mpsrt"
-        )
+    if not _ENTRY.is_file():
+        raise ImportError(f"[torch] the torch glue's source is missing ({_ENTRY}); reinstall mpsrt")
     directory = build_directory()
     if _is_built(directory):
         torch.ops.load_library(str(_library(directory)))

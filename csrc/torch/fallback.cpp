@@ -1,0 +1,371 @@
+// The boxed fallback of the mpsrt device: every aten operator without a kernel of its own runs
+// its CPU kernel on CPU tensors aliasing the device memory (zero-copy for inputs and for outputs
+// that alias inputs; new outputs are allocated in mpsrt memory by the kernel itself, through
+// CaptureAllocator), after the current stream's queued work. Device arguments naming mpsrt
+// (factory ops) are run on cpu. A random op's generator (None or an mpsrt generator) becomes a
+// CPU generator seeded from the mpsrt generator. In a profiler session the op is an interval
+// named after it on the current stream's track. On discrete memory an op with mpsrt tensors is
+// refused: it has no GPU kernel yet and the memory is not host-visible.
+//
+// One call (cpu_fallback), in phases:
+//   1. alias_arguments: mpsrt tensors (alone or in lists) become CPU aliases and mpsrt devices
+//      cpu; finds the device the op runs for and its generator argument;
+//   2. replace_generator: that generator becomes a CPU generator seeded from the mpsrt one;
+//   3. run_cpu_kernel: the CPU kernel, in stream order, its new outputs in mpsrt memory;
+//   4. write_back: written arguments that the kernel resized or restrided are mirrored;
+//   5. Returns::to_device: the returns become mpsrt tensors (views, adopted memory or copies).
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "allocator.h"
+#include "fallback.h"
+#include "generator.h"
+#include "host_access.h"
+#include "runtime.h"
+#include "storage_ops.h"
+
+namespace mpsrt::torch_glue {
+namespace {
+
+// ------------------------------------------------------------------ capturing new outputs
+// CPU allocations made by a CPU kernel the fallback runs come from mpsrt's caching allocator
+// (host-visible memory), so that a new output already lies in device memory and becomes the
+// mpsrt tensor without a copy. Only on the thread running the kernel, only while it runs:
+// c10's CPU allocator is replaced once by this one, which hands every other allocation to the
+// allocator it replaced.
+thread_local int t_capture_device = -1;
+
+std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0};
+
+struct CaptureAllocator final : c10::Allocator {
+  c10::Allocator* base = nullptr;
+  c10::DataPtr allocate(size_t nbytes) override {
+    const int d = t_capture_device;
+    if (d >= 0 && nbytes > 0 && g_api != nullptr) {
+      MpsrtBuffer* b = nullptr;
+      void* host = nullptr;
+      if (g_api->buffer_alloc(nbytes, d, &b, &host) == MPSRT_OK) {
+        if (host != nullptr) return {host, b, &free_buffer, c10::Device(c10::kCPU)};
+        g_api->buffer_free(b);
+      }
+      // Out of device memory (or not host-visible): the kernel's allocation goes to the host;
+      // the fallback copies such an output into the device, where its own allocation reports
+      // the out-of-memory error torch expects.
+    }
+    return base->allocate(nbytes);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return base->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+CaptureAllocator g_capture;
+
+struct CaptureScope {
+  int previous;
+  explicit CaptureScope(int device) : previous(t_capture_device) { t_capture_device = device; }
+  ~CaptureScope() { t_capture_device = previous; }
+};
+
+// ------------------------------------------------------------------ 1. the arguments
+struct Aliased {
+  at::Tensor original;
+  at::Tensor alias;
+  bool written;
+};
+
+// What alias_arguments found.
+struct Arguments {
+  std::vector<Aliased> seen;          // the mpsrt tensors and their aliases, in argument order
+  std::optional<c10::Device> device;  // the device the op runs for (the last mpsrt one seen)
+  int generator_arg = -1;             // a generator argument that is None or an mpsrt generator
+};
+
+at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen,
+                     const c10::FunctionSchema& schema) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      host_visible(t.storage()), "[torch] ", schema.name(),
+      " has no kernel on the mpsrt device yet (its GPU kernels are later work), and the memory "
+      "of ",
+      t.device(), " is not host-visible (discrete memory, backend ", api().backend_name(),
+      "), so the CPU kernel cannot run on it in place; run this op on CPU tensors (t.cpu()) and "
+      "move the result back (.to(\"mpsrt\"))");
+  auto a = cpu_alias(t);
+  seen.push_back({t, a, written});
+  return a;
+}
+
+// The mpsrt tensor in a list item, or nullptr.
+const at::Tensor* mpsrt_item(const at::Tensor& t) {
+  return is_mpsrt(t) ? &t : nullptr;
+}
+const at::Tensor* mpsrt_item(const std::optional<at::Tensor>& t) {
+  return t && is_mpsrt(*t) ? &*t : nullptr;
+}
+
+// A Tensor[] or Tensor?[] argument with its mpsrt tensors replaced by aliases.
+template <class T>
+c10::List<T> alias_list(c10::List<T> list, bool written, const c10::FunctionSchema& schema,
+                        Arguments& found) {
+  for (size_t j = 0; j < list.size(); ++j) {
+    const T item = list[j];
+    if (const at::Tensor* t = mpsrt_item(item)) {
+      found.device = t->device();
+      list[j] = alias_arg(*t, written, found.seen, schema);
+    }
+  }
+  return list;
+}
+
+bool is_generator_arg(const c10::Argument& a) {
+  const auto& t = a.type();
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  return t->kind() == c10::TypeKind::OptionalType &&
+         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// One argument (the stack's value `iv` for the schema's argument `arg`, number `index`).
+void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index,
+                    const c10::FunctionSchema& schema, Arguments& found) {
+  bool written = arg.alias_info() && arg.alias_info()->isWrite();
+  if (iv.isTensor()) {
+    const auto& t = iv.toTensor();
+    if (is_mpsrt(t)) {
+      found.device = t.device();
+      iv = alias_arg(t, written, found.seen, schema);
+    }
+  } else if (iv.isTensorList()) {
+    iv = alias_list(iv.toTensorList(), written, schema, found);
+  } else if (iv.isOptionalTensorList()) {
+    iv = alias_list(iv.toOptionalTensorList(), written, schema, found);
+  } else if (iv.isDevice() && iv.toDevice().type() == kDev) {
+    found.device = iv.toDevice();
+    iv = c10::IValue(c10::Device(c10::kCPU));
+  } else if ((iv.isNone() || (iv.isGenerator() && iv.toGenerator().device().type() == kDev)) &&
+             is_generator_arg(arg)) {
+    found.generator_arg = static_cast<int>(index);
+  }
+}
+
+Arguments alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack& stack,
+                          size_t begin) {
+  Arguments found;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i)
+    alias_argument(stack[begin + i], args[i], i, schema, found);
+  return found;
+}
+
+// ------------------------------------------------------------------ 2. the generator
+void replace_generator(c10::IValue& iv, c10::DeviceIndex d) {
+  std::optional<at::Generator> g;
+  if (iv.isGenerator()) g = iv.toGenerator();
+  iv = c10::IValue(cpu_generator_from(generator_for(g, c10::Device(kDev, d))));
+}
+
+// ------------------------------------------------------------------ 3. the CPU kernel
+// After the current stream's queued work; in a profiler session an interval named after the op.
+// `aliased`: the op has mpsrt tensor arguments (all checked host-visible by alias_arg).
+void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool aliased,
+                    c10::DeviceIndex d) {
+  MpsrtStream* stream = current_stream(d);
+  check(api().stream_synchronize(stream));
+  const int64_t t0 = api().host_op_begin();
+  g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
+  {
+    // New outputs straight into mpsrt memory where the host addresses it (every mpsrt argument
+    // was checked above; a factory op with none asks the device).
+    const bool capture = aliased || api().host_visible(d) == 1;
+    const CaptureScope scope(capture ? d : -1);
+    op.callBoxed(stack);
+  }
+  if (t0 != 0) api().host_op_end(op.schema().name().c_str(), stream, t0);
+}
+
+// ------------------------------------------------------------------ 4. written arguments
+// After a CPU kernel wrote an alias of an mpsrt out= argument: if it resized it into CPU
+// memory, grow the mpsrt tensor and copy the result in; if it changed its geometry, mirror it.
+void write_back(const Aliased& a) {
+  auto* oimpl = a.original.unsafeGetTensorImpl();
+  const void* abase = a.alias.storage().data();
+  if (abase == a.original.storage().data()) {
+    if (a.alias.sizes() != a.original.sizes() || a.alias.strides() != a.original.strides() ||
+        a.alias.storage_offset() != a.original.storage_offset())
+      oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), a.alias.storage_offset());
+    return;
+  }
+  resize_(a.original, a.alias.sizes(), std::nullopt);
+  oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), 0);
+  if (!a.original.is_non_overlapping_and_dense()) oimpl->set_sizes_contiguous(a.alias.sizes());
+  if (host_visible(a.original.storage())) {
+    cpu_alias(a.original).copy_(a.alias);
+  } else {
+    // Discrete memory: an out= argument that had no bytes (so it could be aliased) and that the
+    // kernel grew into host memory: staged in.
+    write_values(a.original, a.alias);
+  }
+}
+
+// ------------------------------------------------------------------ 5. the returns
+// A return that is (a view of) an argument's alias: the argument itself when the op returns it,
+// as in-place and out= ops do, else a view of the argument's device storage. nullopt when it is
+// none, or when the kernel moved that alias into CPU memory.
+std::optional<at::Tensor> argument_return(const at::Tensor& r, const std::vector<Aliased>& seen) {
+  for (const auto& a : seen) {
+    if (r.storage().unsafeGetStorageImpl() != a.alias.storage().unsafeGetStorageImpl()) continue;
+    if (r.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;
+    if (a.alias.storage().data() != a.original.storage().data()) return std::nullopt;
+    return view_on(a.original.storage(), r, a.original.key_set());
+  }
+  return std::nullopt;
+}
+
+// A new CPU output in host memory, copied into a new mpsrt tensor on device d.
+at::Tensor copied_to_device(const at::Tensor& r, c10::DeviceIndex d) {
+  g_outputs_copied.fetch_add(1, std::memory_order_relaxed);
+  // Both allocate on device d under their own device guard.
+  at::Tensor out = r.is_non_overlapping_and_dense()
+                       ? empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt,
+                                       c10::Device(kDev, d), std::nullopt)
+                       : empty_memory_format(r.sizes(), r.scalar_type(), std::nullopt,
+                                             c10::Device(kDev, d), std::nullopt, std::nullopt);
+  if (r.numel() > 0) {
+    if (host_visible(out.storage())) {
+      cpu_alias(out).copy_(r);
+    } else {
+      write_values(out, r);  // discrete memory: staged
+    }
+  }
+  return out;
+}
+
+// An mpsrt tensor with r's geometry over the device storage `st` that r's memory was handed to.
+at::Tensor adopted_tensor(const at::Tensor& r, const c10::Storage& st) {
+  // Not a view (no base): the constructor that adds autograd's keys for the backend.
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(st), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+  g_outputs_adopted.fetch_add(1, std::memory_order_relaxed);
+  return out;
+}
+
+// The op's returns on the stack made mpsrt tensors on device d: an alias of an argument becomes
+// that argument or a view of its device storage (argument_return); a new output in mpsrt
+// memory becomes an mpsrt tensor over that memory (its storage handed over, shared by every
+// return that views it); anything else (host memory) is copied into a new mpsrt tensor.
+class Returns {
+ public:
+  Returns(torch::jit::Stack& stack, size_t count, const std::vector<Aliased>& seen,
+          c10::DeviceIndex d)
+      : stack_(stack), count_(count), begin_(stack.size() - count), seen_(seen), d_(d) {}
+
+  void to_device() {
+    for (size_t i = 0; i < count_; ++i) {
+      auto& iv = stack_[begin_ + i];
+      if (iv.isTensor()) {
+        iv = on_device(iv.toTensor());
+      } else if (iv.isTensorList()) {
+        auto list = iv.toTensorList();
+        for (size_t j = 0; j < list.size(); ++j) list[j] = on_device(list[j]);
+        iv = list;
+      }
+    }
+  }
+
+ private:
+  at::Tensor on_device(const at::Tensor& r) {
+    if (!r.defined() || !r.device().is_cpu()) return r;
+    if (auto arg = argument_return(r, seen_)) return *arg;
+    if (auto st = adopt(r)) return adopted_tensor(r, *st);
+    return copied_to_device(r, d_);
+  }
+
+  // The returns that hold the storage `simpl`.
+  size_t holders(const c10::StorageImpl* simpl) const {
+    size_t n = 0;
+    for (size_t i = 0; i < count_; ++i) {
+      const auto& iv = stack_[begin_ + i];
+      if (iv.isTensor() && iv.toTensor().defined() &&
+          iv.toTensor().storage().unsafeGetStorageImpl() == simpl)
+        ++n;
+    }
+    return n;
+  }
+
+  // r's memory as a device storage, when it is mpsrt memory that only the returns hold (the
+  // same storage for every return over it); nullopt otherwise.
+  std::optional<c10::Storage> adopt(const at::Tensor& r) {
+    auto* simpl = r.storage().unsafeGetStorageImpl();
+    for (const auto& [k, v] : adopted_)
+      if (k == simpl) return v;
+    const auto& dp = r.storage().data_ptr();
+    if (dp.get_deleter() != &free_buffer || r.storage().data() == nullptr) return std::nullopt;
+    // Hand the memory over only when nothing but this op's returns holds the CPU storage.
+    if (static_cast<size_t>(r.storage().use_count()) != holders(simpl)) return std::nullopt;
+    c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    taken.unsafe_set_device(c10::Device(kDev, d_));
+    c10::Storage st(c10::Storage::use_byte_size_t(), simpl->nbytes(), std::move(taken),
+                    &device_allocator(), /*resizable=*/true);
+    adopted_.emplace_back(simpl, st);
+    return st;
+  }
+
+  torch::jit::Stack& stack_;
+  const size_t count_;
+  const size_t begin_;
+  const std::vector<Aliased>& seen_;
+  const c10::DeviceIndex d_;
+  std::vector<std::pair<const c10::StorageImpl*, c10::Storage>> adopted_;
+};
+
+// ------------------------------------------------------------------ the fallback
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t begin = stack->size() - schema.arguments().size();
+  Arguments found = alias_arguments(schema, *stack, begin);
+  if (!found.device) {
+    // e.g. an optional device argument given as None with mpsrt tensors elsewhere: run on cpu.
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    return;
+  }
+  auto d = found.device->has_index() ? found.device->index() : current_index();
+  if (found.generator_arg >= 0) replace_generator((*stack)[begin + found.generator_arg], d);
+  run_cpu_kernel(op, stack, !found.seen.empty(), d);
+  for (const auto& a : found.seen)
+    if (a.written) write_back(a);
+  Returns(*stack, schema.returns().size(), found.seen, d).to_device();
+}
+
+}  // namespace
+
+void install_capture_allocator() {
+  g_capture.base = c10::GetCPUAllocator();
+  c10::SetCPUAllocator(&g_capture, /*priority=*/1);
+}
+
+std::vector<int64_t> fallback_counts() {
+  return {g_fallback_ops.load(), g_outputs_adopted.load(), g_outputs_copied.load()};
+}
+
+// Structured ops whose meta function resizes its output twice (elementwise, then reduced): the
+// generic path for a backend without their kernels allocates the reduced output and calls the
+// out= kernel, whose meta then warns that a non-empty output is resized. Their functional CPU
+// kernels through the fallback allocate the output themselves (in mpsrt memory) instead.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"mse_loss", "smooth_l1_loss"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace mpsrt::torch_glue

@@ -1,0 +1,63 @@
+// The PyTorch device "mpsrt" (PrivateUse1): the glue torch calls. `import mpsrt.torch` compiles
+// the translation units of this folder together against the installed torch
+// (torch.utils.cpp_extension.load), loads the library with torch.ops.load_library and calls
+// mpsrt_torch::_init (below) with the address of mpsrt's C API table (the capsule
+// mpsrt._C._c_api). Everything here reaches the runtime through that table only
+// (include/mpsrt/c_api.h): the process keeps ONE runtime, the one mpsrt._C holds.
+//
+// What it registers, one file per part:
+//   runtime.*      the C API table (taken here) and mpsrt's errors, devices and streams for torch
+//   allocator.*    a c10::DeviceAllocator over mpsrt's caching allocator; pinned host memory
+//   guard.cpp      the DeviceGuardImpl: devices, torch.Stream <-> mpsrt streams, torch.Event <->
+//                  mpsrt events
+//   generator.*    torch.Generators that are mpsrt's Philox generators
+//   hooks.*        the PrivateUse1 hooks (registered here): devices, generators, pinned memory
+//   host_access.*  the host's access to mpsrt memory in both memory models (aliases, staging)
+//   storage_ops.*  empty/empty_strided/as_strided/resize_/set_ and the per-device views (view,
+//                  _reshape_alias, unfold, view_as_real/complex), native
+//   copy_ops.cpp   host<->device and device-to-device copies, fills (fill_, zero_) on mpsrt's
+//                  kernels on the current stream, _local_scalar_dense
+//   random_ops.cpp the random ops (uniform_, normal_, random_, bernoulli_, native_dropout) on
+//                  mpsrt's kernels on the current stream
+//   fallback.*     a boxed fallback that runs every other aten operator's CPU kernel on CPU
+//                  tensors that alias the device memory, after the current stream's queued work,
+//                  with the CPU allocations it makes served by mpsrt (its CPU allocator is
+//                  installed here), each op a named interval in an mpsrt profiler session
+//   autocast.cpp   torch.autocast("mpsrt")
+//
+// Memory models (mpsrt's DeviceProperties::unified_memory). Unified: the storage's data pointer
+// is the host address of the memory and everything above aliases it. Discrete: the data pointer
+// is the memory's device address, which the host cannot dereference; host <-> device copies go
+// through mpsrt's staging path (C API buffer_copy_to_host / buffer_copy_from_host), fills and
+// random ops that mpsrt's kernels cannot do directly (strided tensors, other dtypes) work on a
+// host copy of the bytes they touch, and the boxed fallback refuses an op with mpsrt tensors:
+// it has no GPU kernel yet and the memory is not host-visible.
+#include <torch/library.h>
+
+#include <cstdint>
+
+#include "fallback.h"
+#include "hooks.h"
+#include "runtime.h"
+
+namespace mpsrt::torch_glue {
+namespace {
+
+void init(int64_t api_address) {
+  use_table(reinterpret_cast<const MpsrtCApi*>(static_cast<intptr_t>(api_address)));
+  static bool hooks_registered = [] {
+    register_hooks();
+    install_capture_allocator();
+    return true;
+  }();
+  (void)hooks_registered;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(mpsrt_torch, m) {
+  m.def("_init(int api) -> ()", &init);
+  m.def("_fallback_counts() -> int[]", &fallback_counts);
+}
+
+}  // namespace mpsrt::torch_glue
