@@ -227,6 +227,57 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
     return rows
 
 
+def _peer_goal(row: Row, kind: str, dtype: str, backend: str, peer_of, theirs: float) -> None:
+    """The goal of one thread's fill beside one peer, set on `row` (none for most rows)."""
+    one = row.value
+    primary = kind == "uniform" and dtype == "float32"
+    if primary and backend == "cpu" and peer_of is _numpy_peer:
+        row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
+    if primary and backend == "cpu" and peer_of is _torch_peer:
+        row.goal, row.goal_met = ">= 5x torch", one >= 5 * theirs
+    if kind == "normal" and backend == "cpu":  # the vectorised normal's goals
+        ratio = {
+            ("float32", "numpy"): 10,
+            ("float32", "torch"): 5,
+            ("float64", "numpy"): 5,
+        }.get((dtype, row.peer_name.split()[0]))
+        if ratio is not None:
+            row.goal, row.goal_met = f">= {ratio}x {row.peer_name}", one >= ratio * theirs
+
+
+def _peer_rows(case: str, kind: str, dtype: str, nbytes: int, reps: int, backend: str,
+               one: float, two: float) -> list[Row]:  # fmt: skip
+    """One thread's fill (and, for torch, two threads') beside each installed peer."""
+    rows: list[Row] = []
+    primary = kind == "uniform" and dtype == "float32"
+    for peer_of in (_numpy_peer, _torch_peer, _mlx_peer):
+        peer, fn = peer_of(kind, dtype, nbytes)
+        if fn is None:
+            continue
+        if peer_of is _torch_peer:
+            # torch with its default intra-op threads beside mpsrt's two; one beside one
+            import torch
+
+            default = f"{peer} ({torch.get_num_threads()} threads)"
+            rows.append(Row(AREA, f"{case}, 2 threads", two, "GB/s", default,
+                            _gbs(fn, nbytes, reps)))  # fmt: skip
+            with _torch_threads(1):
+                theirs = _gbs(fn, nbytes, reps)
+            peer = f"{peer} (1 thread)"
+        else:
+            theirs = _gbs(fn, nbytes, reps)
+        row = Row(AREA, f"{case}, 1 thread", one, "GB/s", peer, theirs)
+        _peer_goal(row, kind, dtype, backend, peer_of, theirs)
+        rows.append(row)
+        if primary and backend == "cpu" and peer_of is _numpy_peer:
+            avx2 = _in_process(
+                kind, dtype, nbytes, reps, MPSRT_CPU_ISA="avx2", **thread_env(backend, 1)
+            )
+            rows.append(Row(AREA, f"{case}, 1 thread, AVX2 forced", avx2, "GB/s", peer, theirs,
+                            goal=">= 2.3x numpy", goal_met=avx2 >= 2.3 * theirs))  # fmt: skip
+    return rows
+
+
 def _host_memory_rows(quick: bool, backend: str) -> list[Row]:
     nbytes = 16 * MB if quick else 64 * MB
     reps = 3 if quick else 7
@@ -245,52 +296,7 @@ def _host_memory_rows(quick: bool, backend: str) -> list[Row]:
         one = _in_process(kind, dtype, nbytes, reps, **thread_env(backend, 1))
         two = _in_process(kind, dtype, nbytes, reps, **thread_env(backend, 2))
         primary = kind == "uniform" and dtype == "float32"
-        for peer_of in (_numpy_peer, _torch_peer, _mlx_peer):
-            peer, fn = peer_of(kind, dtype, nbytes)
-            if fn is None:
-                continue
-            if peer_of is _torch_peer:
-                # torch with its default intra-op threads beside mpsrt's two; one beside one
-                import torch
-
-                default = f"{peer} ({torch.get_num_threads()} threads)"
-                rows.append(Row(AREA, f"{case}, 2 threads", two, "GB/s", default,
-                                _gbs(fn, nbytes, reps)))  # fmt: skip
-                with _torch_threads(1):
-                    theirs = _gbs(fn, nbytes, reps)
-                peer = f"{peer} (1 thread)"
-            else:
-                theirs = _gbs(fn, nbytes, reps)
-            row = Row(AREA, f"{case}, 1 thread", one, "GB/s", peer, theirs)
-            if primary and backend == "cpu" and peer_of is _numpy_peer:
-                row.goal, row.goal_met = ">= 3.5x numpy (AVX-512)", one >= 3.5 * theirs
-            if primary and backend == "cpu" and peer_of is _torch_peer:
-                row.goal, row.goal_met = ">= 5x torch", one >= 5 * theirs
-            if kind == "normal" and backend == "cpu":  # the vectorised normal's goals
-                ratio = {
-                    ("float32", "numpy"): 10,
-                    ("float32", "torch"): 5,
-                    ("float64", "numpy"): 5,
-                }.get((dtype, peer.split()[0]))
-                if ratio is not None:
-                    row.goal, row.goal_met = f">= {ratio}x {peer}", one >= ratio * theirs
-            rows.append(row)
-            if primary and backend == "cpu" and peer_of is _numpy_peer:
-                avx2 = _in_process(
-                    kind, dtype, nbytes, reps, MPSRT_CPU_ISA="avx2", **thread_env(backend, 1)
-                )
-                rows.append(
-                    Row(
-                        AREA,
-                        f"{case}, 1 thread, AVX2 forced",
-                        avx2,
-                        "GB/s",
-                        peer,
-                        theirs,
-                        goal=">= 2.3x numpy",
-                        goal_met=avx2 >= 2.3 * theirs,
-                    )
-                )
+        rows += _peer_rows(case, kind, dtype, nbytes, reps, backend, one, two)
         row = Row(AREA, f"{case}, 2 threads", two, "GB/s", "1 thread", one)
         if primary and backend == "cpu":
             row.goal, row.goal_met = ">= 1.7x 1 thread", two >= 1.7 * one
@@ -303,15 +309,7 @@ def _host_memory_rows(quick: bool, backend: str) -> list[Row]:
         if primary and backend == "vulkan":
             row.goal, row.goal_met = ">= 1.7 GB/s (lavapipe)", two >= 1.7
         if kind == "bits" and backend == "cpu":
-            rows.append(
-                Row(
-                    AREA,
-                    f"{case}, 1 thread",
-                    one,
-                    "GB/s",
-                    goal=">= 7 GB/s (AVX-512)",
-                    goal_met=one >= 7,
-                )
-            )
+            rows.append(Row(AREA, f"{case}, 1 thread", one, "GB/s",
+                            goal=">= 7 GB/s (AVX-512)", goal_met=one >= 7))  # fmt: skip
         rows.append(row)
     return rows

@@ -113,6 +113,23 @@ def _python_event(quick: bool) -> list[Row]:
 GPU_STREAM_GOALS = {2 * MiB: 1.5, 64 * MiB: 1.0}
 
 
+def _peer_streams(fns: dict, peers: Peers | None, kind: str, n: int, batch: int) -> list[str]:
+    """Adds each device peer's one- and two-stream fills to `fns` ("<peer> one", "<peer>
+    two"); returns the names of the peers added."""
+    theirs: list[str] = []
+    if peers is None or not peers.device_style or kind != "fill":
+        return theirs
+    for p in peers.instances():
+        try:
+            f1, f2 = p.streams(n, 1, batch), p.streams(n, 2, batch)
+        except Exception:
+            f1 = f2 = None
+        if f1 is not None and f2 is not None:
+            fns[f"{p.name} one"], fns[f"{p.name} two"] = f1, f2
+            theirs.append(p.name)
+    return theirs
+
+
 def _two_streams(
     quick: bool, n: int, kind: str, ceiling: float, peers: Peers | None = None
 ) -> list[Row]:
@@ -159,16 +176,7 @@ def _two_streams(
         mpsrt.synchronize()
 
     fns = {"one": one, "two": two}
-    theirs: dict[str, str] = {}  # a device peer's name per timed function of its own
-    if peers is not None and peers.device_style and kind == "fill":
-        for p in peers.instances():
-            try:
-                f1, f2 = p.streams(n, 1, batch), p.streams(n, 2, batch)
-            except Exception:
-                f1 = f2 = None
-            if f1 is not None and f2 is not None:
-                fns[f"{p.name} one"], fns[f"{p.name} two"] = f1, f2
-                theirs[p.name] = p.name
+    theirs = _peer_streams(fns, peers, kind, n, batch)
     st = measure_interleaved(fns, rounds=2 if quick else 6, warmup=1, repeats=5 if quick else 10)
     per_sample = n * batch
     one_gbs = per_sample / st["one"].median / 1e9
