@@ -4,15 +4,21 @@
 // CaptureAllocator), after the current stream's queued work. Device arguments naming mpsrt
 // (factory ops) are run on cpu. A random op's generator (None or an mpsrt generator) becomes a
 // CPU generator seeded from the mpsrt generator. In a profiler session the op is an interval
-// named after it on the current stream's track. On discrete memory an op with mpsrt tensors is
-// refused: it has no GPU kernel yet and the memory is not host-visible.
+// named after it on the current stream's track. On discrete memory (not host-visible) each
+// mpsrt tensor argument is staged instead: the kernel runs on a host copy of the bytes it spans
+// (read through mpsrt's staging path), the copies of written arguments are written back, new
+// outputs are copied into the device; never a CPU kernel over device memory. Such a fallback
+// warns once per op (it moves its tensors over the bus). Every op run here is counted by name
+// (torch.mpsrt.fallback_counts()).
 //
 // One call (cpu_fallback), in phases:
-//   1. alias_arguments: mpsrt tensors (alone or in lists) become CPU aliases and mpsrt devices
-//      cpu; finds the device the op runs for and its generator argument;
+//   1. alias_arguments: mpsrt tensors (alone or in lists) become CPU aliases (or staged host
+//      copies) and mpsrt devices cpu; finds the device the op runs for and its generator
+//      argument;
 //   2. replace_generator: that generator becomes a CPU generator seeded from the mpsrt one;
 //   3. run_cpu_kernel: the CPU kernel, in stream order, its new outputs in mpsrt memory;
-//   4. write_back: written arguments that the kernel resized or restrided are mirrored;
+//   4. write_back: written arguments that the kernel resized or restrided are mirrored, staged
+//      ones written back;
 //   5. Returns::to_device: the returns become mpsrt tensors (views, adopted memory or copies).
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -21,7 +27,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,7 +52,36 @@ namespace {
 // allocator it replaced.
 thread_local int t_capture_device = -1;
 
-std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0};
+std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0},
+    g_arguments_staged{0};
+
+// The ops run here, by name ("aten::add.Tensor"): calls since the last reset, and whether the op
+// has warned (once per process) of a staged run.
+struct OpCounts {
+  std::mutex mu;
+  std::unordered_map<std::string, int64_t> calls;
+  std::unordered_map<std::string, bool> warned;
+};
+OpCounts& op_counts() {
+  static auto* counts = new OpCounts;  // never destroyed: ops may run during exit
+  return *counts;
+}
+
+std::string op_name(const c10::FunctionSchema& schema) {
+  return schema.overload_name().empty() ? schema.name()
+                                        : schema.name() + "." + schema.overload_name();
+}
+
+// Counts one run of the op; true the first time it ran staged (the caller warns).
+bool count_op(const c10::FunctionSchema& schema, bool staged) {
+  const std::string name = op_name(schema);
+  OpCounts& c = op_counts();
+  std::lock_guard<std::mutex> lock(c.mu);
+  ++c.calls[name];
+  if (!staged) return false;
+  bool& warned = c.warned[name];
+  return !std::exchange(warned, true);
+}
 
 struct CaptureAllocator final : c10::Allocator {
   c10::Allocator* base = nullptr;
@@ -80,6 +118,7 @@ struct Aliased {
   at::Tensor original;
   at::Tensor alias;
   bool written;
+  std::optional<HostSpan> staged;  // discrete memory: the host copy that `alias` views
 };
 
 // What alias_arguments found.
@@ -89,17 +128,24 @@ struct Arguments {
   int generator_arg = -1;             // a generator argument that is None or an mpsrt generator
 };
 
-at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen,
-                     const c10::FunctionSchema& schema) {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      host_visible(t.storage()), "[torch] ", schema.name(),
-      " has no kernel on the mpsrt device yet (its GPU kernels are later work), and the memory "
-      "of ",
-      t.device(), " is not host-visible (discrete memory, backend ", api().backend_name(),
-      "), so the CPU kernel cannot run on it in place; run this op on CPU tensors (t.cpu()) and "
-      "move the result back (.to(\"mpsrt\"))");
-  auto a = cpu_alias(t);
-  seen.push_back({t, a, written});
+// t's stand-in for the CPU kernel: an alias of its memory where the host addresses it, else a
+// host copy of the bytes it spans (one per tensor: the same tensor passed twice shares it).
+at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen) {
+  if (host_visible(t.storage())) {
+    auto a = cpu_alias(t);
+    seen.push_back({t, a, written, std::nullopt});
+    return a;
+  }
+  for (auto& a : seen) {
+    if (a.staged && a.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+      a.written = a.written || written;
+      return a.alias;
+    }
+  }
+  HostSpan h = read_span(t);
+  g_arguments_staged.fetch_add(1, std::memory_order_relaxed);
+  at::Tensor a = h.view;
+  seen.push_back({t, a, written, std::move(h)});
   return a;
 }
 
@@ -113,13 +159,12 @@ const at::Tensor* mpsrt_item(const std::optional<at::Tensor>& t) {
 
 // A Tensor[] or Tensor?[] argument with its mpsrt tensors replaced by aliases.
 template <class T>
-c10::List<T> alias_list(c10::List<T> list, bool written, const c10::FunctionSchema& schema,
-                        Arguments& found) {
+c10::List<T> alias_list(c10::List<T> list, bool written, Arguments& found) {
   for (size_t j = 0; j < list.size(); ++j) {
     const T item = list[j];
     if (const at::Tensor* t = mpsrt_item(item)) {
       found.device = t->device();
-      list[j] = alias_arg(*t, written, found.seen, schema);
+      list[j] = alias_arg(*t, written, found.seen);
     }
   }
   return list;
@@ -133,19 +178,18 @@ bool is_generator_arg(const c10::Argument& a) {
 }
 
 // One argument (the stack's value `iv` for the schema's argument `arg`, number `index`).
-void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index,
-                    const c10::FunctionSchema& schema, Arguments& found) {
+void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index, Arguments& found) {
   bool written = arg.alias_info() && arg.alias_info()->isWrite();
   if (iv.isTensor()) {
     const auto& t = iv.toTensor();
     if (is_mpsrt(t)) {
       found.device = t.device();
-      iv = alias_arg(t, written, found.seen, schema);
+      iv = alias_arg(t, written, found.seen);
     }
   } else if (iv.isTensorList()) {
-    iv = alias_list(iv.toTensorList(), written, schema, found);
+    iv = alias_list(iv.toTensorList(), written, found);
   } else if (iv.isOptionalTensorList()) {
-    iv = alias_list(iv.toOptionalTensorList(), written, schema, found);
+    iv = alias_list(iv.toOptionalTensorList(), written, found);
   } else if (iv.isDevice() && iv.toDevice().type() == kDev) {
     found.device = iv.toDevice();
     iv = c10::IValue(c10::Device(c10::kCPU));
@@ -159,8 +203,7 @@ Arguments alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack& 
                           size_t begin) {
   Arguments found;
   const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); ++i)
-    alias_argument(stack[begin + i], args[i], i, schema, found);
+  for (size_t i = 0; i < args.size(); ++i) alias_argument(stack[begin + i], args[i], i, found);
   return found;
 }
 
@@ -173,17 +216,19 @@ void replace_generator(c10::IValue& iv, c10::DeviceIndex d) {
 
 // ------------------------------------------------------------------ 3. the CPU kernel
 // After the current stream's queued work; in a profiler session an interval named after the op.
-// `aliased`: the op has mpsrt tensor arguments (all checked host-visible by alias_arg).
-void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool aliased,
-                    c10::DeviceIndex d) {
+// New outputs go straight into mpsrt memory where the host addresses it: when the op's mpsrt
+// arguments were aliased (none staged), or, for a factory op with none, when the device's memory
+// is host-visible.
+void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                    const std::vector<Aliased>& seen, c10::DeviceIndex d) {
   MpsrtStream* stream = current_stream(d);
   check(api().stream_synchronize(stream));
   const int64_t t0 = api().host_op_begin();
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
-    // New outputs straight into mpsrt memory where the host addresses it (every mpsrt argument
-    // was checked above; a factory op with none asks the device).
-    const bool capture = aliased || api().host_visible(d) == 1;
+    bool staged = false;
+    for (const auto& a : seen) staged = staged || a.staged.has_value();
+    const bool capture = !staged && (!seen.empty() || api().host_visible(d) == 1);
     const CaptureScope scope(capture ? d : -1);
     op.callBoxed(stack);
   }
@@ -193,7 +238,13 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack, boo
 // ------------------------------------------------------------------ 4. written arguments
 // After a CPU kernel wrote an alias of an mpsrt out= argument: if it resized it into CPU
 // memory, grow the mpsrt tensor and copy the result in; if it changed its geometry, mirror it.
+void write_back_staged(const Aliased& a);
+
 void write_back(const Aliased& a) {
+  if (a.staged) {
+    write_back_staged(a);
+    return;
+  }
   auto* oimpl = a.original.unsafeGetTensorImpl();
   const void* abase = a.alias.storage().data();
   if (abase == a.original.storage().data()) {
@@ -214,7 +265,45 @@ void write_back(const Aliased& a) {
   }
 }
 
+// A staged argument (discrete memory) after the kernel wrote its host copy: the copy is written
+// back; a new geometry within the copy is mirrored (its offset counted from the copy's start,
+// the tensor's first element); a copy the kernel moved into other memory (resized it) is written
+// into the mpsrt tensor, resized likewise.
+void write_back_staged(const Aliased& a) {
+  const HostSpan& h = *a.staged;
+  auto* oimpl = a.original.unsafeGetTensorImpl();
+  if (a.alias.storage().unsafeGetStorageImpl() == h.bytes.storage().unsafeGetStorageImpl()) {
+    if (a.alias.sizes() != a.original.sizes() || a.alias.strides() != a.original.strides() ||
+        a.alias.storage_offset() != 0) {
+      oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(),
+                                   a.original.storage_offset() + a.alias.storage_offset());
+    }
+    write_span(h);
+    return;
+  }
+  resize_(a.original, a.alias.sizes(), std::nullopt);
+  oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), 0);
+  if (!a.original.is_non_overlapping_and_dense()) oimpl->set_sizes_contiguous(a.alias.sizes());
+  write_values(a.original, a.alias);
+}
+
 // ------------------------------------------------------------------ 5. the returns
+// A return that views a staged argument's host copy: the same view of the argument's device
+// storage (the copy starts at the argument's first element); nullopt when the kernel moved the
+// copy into other memory.
+std::optional<at::Tensor> staged_view(const at::Tensor& r, const Aliased& a) {
+  const HostSpan& h = *a.staged;
+  if (r.storage().unsafeGetStorageImpl() != h.bytes.storage().unsafeGetStorageImpl())
+    return std::nullopt;
+  const int64_t start = a.original.storage_offset() * a.original.dtype().itemsize();
+  const int64_t item = r.dtype().itemsize();
+  if (start % item != 0) return std::nullopt;
+  at::Tensor v = view_on(a.original.storage(), r, a.original.key_set());
+  v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(),
+                                                 r.storage_offset() + start / item);
+  return v;
+}
+
 // A return that is (a view of) an argument's alias: the argument itself when the op returns it,
 // as in-place and out= ops do, else a view of the argument's device storage. nullopt when it is
 // none, or when the kernel moved that alias into CPU memory.
@@ -222,6 +311,7 @@ std::optional<at::Tensor> argument_return(const at::Tensor& r, const std::vector
   for (const auto& a : seen) {
     if (r.storage().unsafeGetStorageImpl() != a.alias.storage().unsafeGetStorageImpl()) continue;
     if (r.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;
+    if (a.staged) return staged_view(r, a);
     if (a.alias.storage().data() != a.original.storage().data()) return std::nullopt;
     return view_on(a.original.storage(), r, a.original.key_set());
   }
@@ -338,10 +428,20 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   auto d = found.device->has_index() ? found.device->index() : current_index();
   if (found.generator_arg >= 0) replace_generator((*stack)[begin + found.generator_arg], d);
-  run_cpu_kernel(op, stack, !found.seen.empty(), d);
+  run_cpu_kernel(op, stack, found.seen, d);
   for (const auto& a : found.seen)
     if (a.written) write_back(a);
   Returns(*stack, schema.returns().size(), found.seen, d).to_device();
+  bool staged = false;
+  for (const auto& a : found.seen) staged = staged || a.staged.has_value();
+  if (count_op(schema, staged)) {
+    TORCH_WARN("[torch] ", op_name(schema),
+               " has no kernel on the mpsrt device: it ran as a CPU kernel on host copies of its "
+               "tensors, moved over the bus (discrete memory; torch.mpsrt.fallback_counts() "
+               "counts every such op). Warned once per op; to silence it: "
+               "warnings.filterwarnings(\"ignore\", message=r\"\\[torch\\] .* has no kernel on "
+               "the mpsrt device\")");
+  }
 }
 
 }  // namespace
@@ -352,7 +452,22 @@ void install_capture_allocator() {
 }
 
 std::vector<int64_t> fallback_counts() {
-  return {g_fallback_ops.load(), g_outputs_adopted.load(), g_outputs_copied.load()};
+  return {g_fallback_ops.load(), g_outputs_adopted.load(), g_outputs_copied.load(),
+          g_arguments_staged.load()};
+}
+
+c10::Dict<std::string, int64_t> fallback_op_counts() {
+  OpCounts& c = op_counts();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c10::Dict<std::string, int64_t> out;
+  for (const auto& [name, calls] : c.calls) out.insert(name, calls);
+  return out;
+}
+
+void reset_fallback_counts() {
+  OpCounts& c = op_counts();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.calls.clear();
 }
 
 // Structured ops whose meta function resizes its output twice (elementwise, then reduced): the

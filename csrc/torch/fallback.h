@@ -1,9 +1,13 @@
 // The boxed fallback of the mpsrt device: every aten operator without a kernel of its own runs
-// its CPU kernel on CPU tensors that alias the device memory (fallback.cpp). What module.cpp
+// its CPU kernel on CPU tensors that alias the device memory, or on host copies of it where
+// the memory is discrete (fallback.cpp). What module.cpp
 // needs of it: the CPU allocator it installs and its counters.
 #pragma once
 
+#include <ATen/core/Dict.h>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mpsrt::torch_glue {
@@ -13,7 +17,13 @@ namespace mpsrt::torch_glue {
 void install_capture_allocator();
 
 // What the fallback did, for tests and tuning (torch.ops.mpsrt_torch._fallback_counts()):
-// operators run, new outputs that were already mpsrt memory, new outputs copied into it.
+// operators run, new outputs that were already mpsrt memory, new outputs copied into it, tensor
+// arguments staged (host copies on discrete memory).
 std::vector<int64_t> fallback_counts();
+
+// The ops the fallback ran, by name ("aten::add.Tensor"), with their calls since the last
+// reset_fallback_counts() (torch.mpsrt.fallback_counts() / reset_fallback_counts()).
+c10::Dict<std::string, int64_t> fallback_op_counts();
+void reset_fallback_counts();
 
 }  // namespace mpsrt::torch_glue

@@ -20,7 +20,8 @@
 //   random_ops.cpp the random ops (uniform_, normal_, random_, bernoulli_, native_dropout) on
 //                  mpsrt's kernels on the current stream
 //   fallback.*     a boxed fallback that runs every other aten operator's CPU kernel on CPU
-//                  tensors that alias the device memory, after the current stream's queued work,
+//                  tensors that alias the device memory (host copies of it on discrete memory),
+//                  after the current stream's queued work, counted per op,
 //                  with the CPU allocations it makes served by mpsrt (its CPU allocator is
 //                  installed here), each op a named interval in an mpsrt profiler session
 //   autocast.cpp   torch.autocast("mpsrt")
@@ -30,8 +31,8 @@
 // is the memory's device address, which the host cannot dereference; host <-> device copies go
 // through mpsrt's staging path (C API buffer_copy_to_host / buffer_copy_from_host), fills and
 // random ops that mpsrt's kernels cannot do directly (strided tensors, other dtypes) work on a
-// host copy of the bytes they touch, and the boxed fallback refuses an op with mpsrt tensors:
-// it has no GPU kernel yet and the memory is not host-visible.
+// host copy of the bytes they touch, and the boxed fallback runs the CPU kernel on host copies
+// of the op's tensors (staged in, written back), warning once per op.
 #include <torch/library.h>
 
 #include <cstdint>
@@ -58,6 +59,8 @@ void init(int64_t api_address) {
 TORCH_LIBRARY(mpsrt_torch, m) {
   m.def("_init(int api) -> ()", &init);
   m.def("_fallback_counts() -> int[]", &fallback_counts);
+  m.def("_fallback_op_counts() -> Dict(str, int)", &fallback_op_counts);
+  m.def("_reset_fallback_counts() -> ()", &reset_fallback_counts);
 }
 
 }  // namespace mpsrt::torch_glue

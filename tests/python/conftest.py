@@ -96,19 +96,6 @@ def unified_memory(backend: str) -> None:
 
 
 @pytest.fixture
-def cpu_fallback(backend: str) -> None:
-    """Skips (with the reason) a test of the PyTorch device's ops that have no mpsrt kernel where
-    the memory model is discrete: the device runs such ops as CPU kernels on host-visible memory
-    only, and raises for them on discrete memory (its GPU kernels are later work). For the torch
-    tests (torch imported by them)."""
-    if not is_unified():
-        pytest.skip(
-            f"backend {backend}: discrete memory; torch ops without an mpsrt kernel run as CPU "
-            "kernels on host-visible memory only (no GPU kernels yet)"
-        )
-
-
-@pytest.fixture
 def runtime_env(backend: str):
     """Call with keyword env vars to re-create the runtime with them for one test."""
 

@@ -1,10 +1,9 @@
 """The PyTorch device "mpsrt" (import mpsrt.torch): registration, one allocator shared with
 mpsrt, copies, operators through the CPU-kernel fallback, the seed workload vs CPU, bad input.
 
-Skipped (visibly) when torch is not installed. On discrete memory (MPSRT_VULKAN_MEMORY=discrete
-or a discrete GPU) the tests of ops without an mpsrt kernel skip with that reason: they run as
-CPU kernels on host-visible memory only; copies, fills, views, random ops, streams, storages and
-torch.save/load are tested on both memory models. The glue is compiled at the first
+Skipped (visibly) when torch is not installed. Every test runs on both memory models (CI runs
+the suite again with MPSRT_VULKAN_MEMORY=discrete): on discrete memory the ops without an mpsrt
+kernel run as CPU kernels on staged host copies of their tensors. The glue is compiled at the first
 `import mpsrt.torch` (a file lock makes xdist workers wait for one build).
 """
 
@@ -21,6 +20,7 @@ from typing import Any
 
 import mpsrt
 import pytest
+from conftest import run_python
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 import mpsrt.torch  # noqa: E402  (after the importorskip)
@@ -115,14 +115,82 @@ def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_e
         if discrete:
             assert staged > 0
             assert mpsrt.memory_stats()["staging_bytes.peak"] <= 65536
-            with pytest.raises(NotImplementedError, match=r"aten::add has no kernel .* not host"):
-                d + 1
-            d.cpu()  # the device stays usable
         else:
             assert staged == 0
-            assert torch.equal((d + 1).cpu(), a + 1)
-        del a, d, e, want
+        # Ops without an mpsrt kernel: CPU kernels on aliases (unified) or on staged host copies
+        # (discrete), whose written arguments are written back and whose views stay views.
+        before = _fallback_counts()
+        assert torch.equal((d + 1).cpu(), a + 1)
+        f = d.clone()
+        f.mul_(2)
+        f.add_(f)  # one tensor passed twice: one host copy
+        assert torch.equal(f.cpu(), a * 4)
+        g = torch.empty(0, device="mpsrt")
+        torch.sub(d[::3, 1::2], 1, out=g)  # a strided input; an out= argument resized
+        assert g.shape == (67, 100) and torch.equal(g.cpu(), a[::3, 1::2] - 1)
+        h = d[10:20].clone()
+        h.t_()  # an in-place view op: the geometry is mirrored
+        assert h.shape == (200, 10) and torch.equal(h.cpu(), a[10:20].t())
+        diag = torch.diagonal(d[5:], offset=1)  # a view op that falls back: a view of d
+        assert diag.untyped_storage().data_ptr() == d.untyped_storage().data_ptr()
+        assert torch.equal(diag.cpu(), torch.diagonal(a[5:], offset=1))
+        after = _fallback_counts()
+        assert (after[3] > before[3]) == discrete  # tensor arguments staged
+        del a, d, e, f, g, h, diag, want
         gc.collect()
+
+
+def test_fallback_counts_name_each_op() -> None:
+    x = torch.randn(64, 32).to("mpsrt")
+    torch.mpsrt.reset_fallback_counts()
+    assert torch.mpsrt.fallback_counts() == {}
+    y = x.exp()
+    for _ in range(3):
+        y = torch.tanh(y)
+    x.copy_(y)  # copies have an mpsrt kernel: not counted
+    counts = torch.mpsrt.fallback_counts()
+    assert counts == {"aten::exp.out": 1, "aten::tanh.out": 3}, counts
+    assert torch.allclose(x.cpu(), y.cpu())
+    torch.mpsrt.reset_fallback_counts()
+    assert torch.mpsrt.fallback_counts() == {}
+
+
+_WARNS_ONCE = """\
+import warnings
+
+import torch
+import mpsrt.torch
+
+warnings.simplefilter("always")
+x = torch.ones(4, 4, device="mpsrt")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        y = x.exp() + x
+print(torch.equal(y.cpu(), torch.ones(4, 4).exp() + 1))
+print(mpsrt.get_device_properties().unified_memory)
+for w in caught:
+    print("WARNING", w.category.__name__, w.message)
+"""
+
+
+def test_a_staged_fallback_warns_once_per_op(backend: str) -> None:
+    # In a fresh interpreter: each op warns once per process. Discrete memory (vulkan, forced):
+    # exp and add each warn once, naming the op and how to silence it; unified memory: none.
+    for memory in ("discrete", "auto"):
+        out = run_python(_WARNS_ONCE, backend, MPSRT_VULKAN_MEMORY=memory)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "True"
+        warned = [line for line in lines if line.startswith("WARNING")]
+        if lines[1] == "False":
+            assert len(warned) == 2, warned
+            for op, line in zip(("aten::exp.out", "aten::add.out"), warned):
+                assert line.startswith(f"WARNING UserWarning [torch] {op} has no kernel"), line
+                assert "torch.mpsrt.fallback_counts()" in line
+                assert 'warnings.filterwarnings("ignore"' in line
+        else:
+            assert warned == []
 
 
 def test_fill_zero_and_views() -> None:
@@ -140,7 +208,7 @@ def test_fill_zero_and_views() -> None:
     assert v.untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
 
 
-def test_ops_match_cpu(cpu_fallback: None) -> None:
+def test_ops_match_cpu() -> None:
     a = torch.randn(33, 17)
     b = torch.randn(17, 9)
     da, db = a.to("mpsrt"), b.to("mpsrt")
@@ -164,7 +232,7 @@ def test_ops_match_cpu(cpu_fallback: None) -> None:
     assert r.device.type == "mpsrt" and torch.equal(r.cpu(), torch.arange(10))
 
 
-def test_autograd_and_optimizer(cpu_fallback: None) -> None:
+def test_autograd_and_optimizer() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -198,7 +266,7 @@ def _encoder_run(device: str, train: bool, mpsrt_rng: bool = False) -> torch.Ten
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
-def test_seed_workload_matches_cpu(cpu_fallback: None, train: bool) -> None:
+def test_seed_workload_matches_cpu(train: bool) -> None:
     # train: dropout's masks come from mpsrt's Philox generator on the device; the CPU run
     # draws the same masks from it under cpu_reference_rng(), so the outputs still agree.
     gc.collect()
@@ -337,7 +405,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
         assert torch.equal(moved.cpu(), src), where
 
 
-def test_state_dict_round_trip(cpu_fallback: None, tmp_path: Path) -> None:
+def test_state_dict_round_trip(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     model = model.to("mpsrt")
@@ -482,7 +550,7 @@ def test_generator_objects() -> None:
         g.set_state(torch.zeros(10, dtype=torch.uint8))
 
 
-def test_dropout_mask_is_mpsrt_bernoulli(cpu_fallback: None) -> None:
+def test_dropout_mask_is_mpsrt_bernoulli() -> None:
     x = torch.ones(4096, device="mpsrt")
     torch.mpsrt.manual_seed(3)
     y = torch.nn.functional.dropout(x, p=0.25, training=True)
@@ -492,7 +560,7 @@ def test_dropout_mask_is_mpsrt_bernoulli(cpu_fallback: None) -> None:
     assert torch.equal(torch.nn.functional.dropout(x, 0.25, training=False).cpu(), x.cpu())
 
 
-def test_random_ops_without_an_mpsrt_kernel_follow_the_seed(cpu_fallback: None) -> None:
+def test_random_ops_without_an_mpsrt_kernel_follow_the_seed() -> None:
     # randperm, multinomial and complex normal_ run torch's CPU kernels with a CPU generator
     # seeded from mpsrt's: reproducible under torch.mpsrt.manual_seed, advancing it.
     def draw() -> list[torch.Tensor]:
@@ -541,12 +609,12 @@ def test_random_bad_input() -> None:
 
 
 # ---------------------------------------------------------------- runtime integration
-def _fallback_counts() -> tuple[int, int, int]:
-    ops, adopted, copied = torch.ops.mpsrt_torch._fallback_counts()
-    return ops, adopted, copied
+def _fallback_counts() -> tuple[int, int, int, int]:
+    ops, adopted, copied, staged = torch.ops.mpsrt_torch._fallback_counts()
+    return ops, adopted, copied, staged
 
 
-def test_new_outputs_are_made_in_device_memory(cpu_fallback: None) -> None:
+def test_new_outputs_are_made_in_device_memory(unified_memory: None) -> None:
     x = torch.randn(256, 256).to("mpsrt")
     mpsrt.synchronize()
     before = _fallback_counts()
@@ -572,7 +640,7 @@ def test_new_outputs_are_made_in_device_memory(cpu_fallback: None) -> None:
     assert mpsrt.memory_allocated() < live
 
 
-def test_profiler_names_each_aten_op_on_its_stream(cpu_fallback: None, tmp_path: Path) -> None:
+def test_profiler_names_each_aten_op_on_its_stream(tmp_path: Path) -> None:
     import json
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU()).to("mpsrt")
@@ -597,7 +665,7 @@ def test_profiler_names_each_aten_op_on_its_stream(cpu_fallback: None, tmp_path:
     assert any(e.get("ph") == "C" and e.get("cat") == "memory" for e in events)
 
 
-def test_profiler_logs_host_ops(cpu_fallback: None, backend: str) -> None:
+def test_profiler_logs_host_ops(backend: str) -> None:
     # MPSRT_LOG_PROFILE_INFO bit 4 logs each host op, bit 64 prints their statistics (torch.mps's
     # CPU-fallback bits), in a session started by MPSRT_TRACE_SIGNPOSTS.
     code = (
@@ -617,7 +685,7 @@ def test_profiler_logs_host_ops(cpu_fallback: None, backend: str) -> None:
     assert "aten::mm" in section and "aten::sum" in section
 
 
-def test_memory_snapshot_has_torch_allocations_with_user_frames(cpu_fallback: None) -> None:
+def test_memory_snapshot_has_torch_allocations_with_user_frames() -> None:
     from torch.cuda import _memory_viz
 
     mpsrt.memory._record_memory_history(max_entries=10_000)
@@ -648,7 +716,7 @@ def test_memory_snapshot_has_torch_allocations_with_user_frames(cpu_fallback: No
     del kept, made
 
 
-def test_oom_at_the_memory_fraction_is_torchs_error(cpu_fallback: None) -> None:
+def test_oom_at_the_memory_fraction_is_torchs_error() -> None:
     gc.collect()
     mpsrt.synchronize()
     mpsrt.empty_cache()
@@ -728,7 +796,7 @@ def _check_fork_child(backend: str) -> None:
             assert str(out[what]).startswith("RuntimeError") and "spawn" in str(out[what]), out
 
 
-def test_eight_threads_run_ops_and_allocate(cpu_fallback: None) -> None:
+def test_eight_threads_run_ops_and_allocate() -> None:
     import threading
 
     errors: list[BaseException] = []
@@ -774,7 +842,7 @@ _LOSSES = {
 
 
 @pytest.mark.parametrize("name", sorted(_LOSSES))
-def test_losses_and_their_gradients_match_cpu(cpu_fallback: None, name: str) -> None:
+def test_losses_and_their_gradients_match_cpu(name: str) -> None:
     # Warnings are errors in this suite: a loss must not warn on the device where cpu does not.
     x = torch.randn(6, 5)
     t = torch.randn(6, 5)
@@ -924,7 +992,7 @@ def test_pinned_host_memory() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_autocast(cpu_fallback: None, dtype: torch.dtype) -> None:
+def test_autocast(dtype: torch.dtype) -> None:
     # torch's op lists and cast policies (those of its accelerators): matmuls in the lower
     # precision, softmax and losses in float32; gradients flow back in the parameters' dtype.
     torch.manual_seed(0)

@@ -226,3 +226,15 @@ def default_stream(device: Any = None) -> torch.Stream:
 
 def set_stream(stream: torch.Stream) -> None:
     torch.accelerator.set_stream(stream)
+
+
+def fallback_counts() -> dict[str, int]:
+    """The aten ops the device ran as CPU kernels (ops without an mpsrt kernel), by name
+    (``"aten::add.Tensor"``), with their calls since the last :func:`reset_fallback_counts`. On
+    discrete memory each such call copies its tensors to the host and back."""
+    return dict(torch.ops.mpsrt_torch._fallback_op_counts())
+
+
+def reset_fallback_counts() -> None:
+    """Starts :func:`fallback_counts` afresh."""
+    torch.ops.mpsrt_torch._reset_fallback_counts()
