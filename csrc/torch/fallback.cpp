@@ -20,11 +20,14 @@
 //   4. write_back: written arguments that the kernel resized or restrided are mirrored, staged
 //      ones written back;
 //   5. Returns::to_device: the returns become mpsrt tensors (views, adopted memory or copies).
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -118,34 +121,90 @@ struct Aliased {
   at::Tensor original;
   at::Tensor alias;
   bool written;
-  std::optional<HostSpan> staged;  // discrete memory: the host copy that `alias` views
+  // Discrete memory: `alias` views `host`, a host copy of the original's device storage from
+  // byte `lo` (the storage's copy that every argument on it shares, not resizable, or, for a
+  // tensor without elements, an empty one of its own with `lo` its first element's byte, which a
+  // kernel resizing an out= argument grows).
+  bool staged = false;
+  c10::Storage host;
+  size_t lo = 0;
+  size_t host_nbytes = 0;  // host's size when staged: a different size now means it was resized
+};
+
+// Discrete memory: one host copy per device storage that the op's tensors are on, of the bytes
+// they span together (from `lo`, 16-byte aligned so that every dtype's elements fall on their
+// own size, to `hi`), read when its first tensor is replaced; every tensor on the storage views
+// it, so the kernel sees their overlaps as the device memory has them, and the copy is written
+// back once when any of them is written.
+struct StagedStorage {
+  const c10::StorageImpl* impl = nullptr;
+  size_t lo = 0;
+  size_t hi = 0;
+  HostSpan copy;
+  bool read = false;
+  bool written = false;
 };
 
 // What alias_arguments found.
 struct Arguments {
   std::vector<Aliased> seen;          // the mpsrt tensors and their aliases, in argument order
+  std::vector<StagedStorage> staged;  // discrete memory: the host copies of their storages
   std::optional<c10::Device> device;  // the device the op runs for (the last mpsrt one seen)
   int generator_arg = -1;             // a generator argument that is None or an mpsrt generator
 };
 
-// t's stand-in for the CPU kernel: an alias of its memory where the host addresses it, else a
-// host copy of the bytes it spans (one per tensor: the same tensor passed twice shares it).
-at::Tensor alias_arg(const at::Tensor& t, bool written, std::vector<Aliased>& seen) {
-  if (host_visible(t.storage())) {
-    auto a = cpu_alias(t);
-    seen.push_back({t, a, written, std::nullopt});
-    return a;
-  }
-  for (auto& a : seen) {
-    if (a.staged && a.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
-      a.written = a.written || written;
-      return a.alias;
+// Widens the span of t's storage's host copy to t's bytes (discrete memory only).
+void note_span(const at::Tensor& t, std::vector<StagedStorage>& staged) {
+  if (!is_mpsrt(t) || t.numel() == 0 || host_visible(t.storage())) return;
+  const size_t item = t.dtype().itemsize();
+  const size_t lo = static_cast<size_t>(t.storage_offset()) * item / 16 * 16;
+  const size_t hi =
+      at::detail::computeStorageNbytes(t.sizes(), t.strides(), item, t.storage_offset());
+  const auto* impl = t.storage().unsafeGetStorageImpl();
+  for (auto& g : staged) {
+    if (g.impl == impl) {
+      g.lo = std::min(g.lo, lo);
+      g.hi = std::max(g.hi, hi);
+      return;
     }
   }
-  HostSpan h = read_span(t);
-  g_arguments_staged.fetch_add(1, std::memory_order_relaxed);
-  at::Tensor a = h.view;
-  seen.push_back({t, a, written, std::move(h)});
+  staged.push_back({impl, lo, hi, {}, false, false});
+}
+
+// A CPU tensor with t's sizes and strides over `host` from byte `start`.
+at::Tensor view_of_host(const at::Tensor& t, const c10::Storage& host, size_t start) {
+  at::Tensor a = at::empty({0}, c10::TensorOptions().dtype(t.dtype()));
+  a.set_(host, static_cast<int64_t>(start / t.dtype().itemsize()), t.sizes(), t.strides());
+  return a;
+}
+
+// t's stand-in for the CPU kernel: an alias of its memory where the host addresses it, else a
+// view of its storage's host copy (read here on first use).
+at::Tensor alias_arg(const at::Tensor& t, bool written, Arguments& found) {
+  if (host_visible(t.storage())) {
+    auto a = cpu_alias(t);
+    found.seen.push_back({t, a, written});
+    return a;
+  }
+  const size_t start = static_cast<size_t>(t.storage_offset()) * t.dtype().itemsize();
+  StagedStorage* g = nullptr;
+  for (auto& s : found.staged)
+    if (s.impl == t.storage().unsafeGetStorageImpl() && t.numel() > 0) g = &s;
+  if (g == nullptr) {  // no elements: an empty host storage of its own
+    c10::Storage host = at::empty({0}, c10::TensorOptions().dtype(at::kByte)).storage();
+    at::Tensor a = view_of_host(t, host, 0);
+    found.seen.push_back({t, a, written, true, host, start, 0});
+    return a;
+  }
+  if (!g->read) {
+    g->copy = read_storage_bytes(t.storage(), g->lo, g->hi);
+    g->read = true;
+    g_arguments_staged.fetch_add(1, std::memory_order_relaxed);
+  }
+  g->written = g->written || written;
+  const c10::Storage& host = g->copy.bytes.storage();
+  at::Tensor a = view_of_host(t, host, start - g->lo);
+  found.seen.push_back({t, a, written, true, host, g->lo, host.nbytes()});
   return a;
 }
 
@@ -164,7 +223,7 @@ c10::List<T> alias_list(c10::List<T> list, bool written, Arguments& found) {
     const T item = list[j];
     if (const at::Tensor* t = mpsrt_item(item)) {
       found.device = t->device();
-      list[j] = alias_arg(*t, written, found.seen);
+      list[j] = alias_arg(*t, written, found);
     }
   }
   return list;
@@ -184,7 +243,7 @@ void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index, Arg
     const auto& t = iv.toTensor();
     if (is_mpsrt(t)) {
       found.device = t.device();
-      iv = alias_arg(t, written, found.seen);
+      iv = alias_arg(t, written, found);
     }
   } else if (iv.isTensorList()) {
     iv = alias_list(iv.toTensorList(), written, found);
@@ -203,6 +262,17 @@ Arguments alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack& 
                           size_t begin) {
   Arguments found;
   const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& iv = stack[begin + i];
+    if (iv.isTensor()) {
+      note_span(iv.toTensor(), found.staged);
+    } else if (iv.isTensorList()) {
+      for (const at::Tensor t : iv.toTensorList()) note_span(t, found.staged);
+    } else if (iv.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor> t : iv.toOptionalTensorList())
+        if (t) note_span(*t, found.staged);
+    }
+  }
   for (size_t i = 0; i < args.size(); ++i) alias_argument(stack[begin + i], args[i], i, found);
   return found;
 }
@@ -227,7 +297,7 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
     bool staged = false;
-    for (const auto& a : seen) staged = staged || a.staged.has_value();
+    for (const auto& a : seen) staged = staged || a.staged;
     const bool capture = !staged && (!seen.empty() || api().host_visible(d) == 1);
     const CaptureScope scope(capture ? d : -1);
     op.callBoxed(stack);
@@ -265,20 +335,19 @@ void write_back(const Aliased& a) {
   }
 }
 
-// A staged argument (discrete memory) after the kernel wrote its host copy: the copy is written
-// back; a new geometry within the copy is mirrored (its offset counted from the copy's start,
-// the tensor's first element); a copy the kernel moved into other memory (resized it) is written
-// into the mpsrt tensor, resized likewise.
+// A staged argument (discrete memory), after its storage's host copy was written back: a new
+// geometry within the copy is mirrored (offsets counted from the copy's first byte); an alias
+// the kernel moved into other memory (resized it) is written into the mpsrt tensor, resized
+// likewise.
 void write_back_staged(const Aliased& a) {
-  const HostSpan& h = *a.staged;
   auto* oimpl = a.original.unsafeGetTensorImpl();
-  if (a.alias.storage().unsafeGetStorageImpl() == h.bytes.storage().unsafeGetStorageImpl()) {
+  if (a.alias.storage().unsafeGetStorageImpl() == a.host.unsafeGetStorageImpl() &&
+      a.host.nbytes() == a.host_nbytes) {
+    const size_t item = a.alias.dtype().itemsize();
+    const auto offset = static_cast<int64_t>((a.lo + a.alias.storage_offset() * item) / item);
     if (a.alias.sizes() != a.original.sizes() || a.alias.strides() != a.original.strides() ||
-        a.alias.storage_offset() != 0) {
-      oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(),
-                                   a.original.storage_offset() + a.alias.storage_offset());
-    }
-    write_span(h);
+        offset != a.original.storage_offset())
+      oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), offset);
     return;
   }
   resize_(a.original, a.alias.sizes(), std::nullopt);
@@ -289,18 +358,13 @@ void write_back_staged(const Aliased& a) {
 
 // ------------------------------------------------------------------ 5. the returns
 // A return that views a staged argument's host copy: the same view of the argument's device
-// storage (the copy starts at the argument's first element); nullopt when the kernel moved the
-// copy into other memory.
+// storage (the copy starts at its byte `lo`); nullopt when an element would straddle it.
 std::optional<at::Tensor> staged_view(const at::Tensor& r, const Aliased& a) {
-  const HostSpan& h = *a.staged;
-  if (r.storage().unsafeGetStorageImpl() != h.bytes.storage().unsafeGetStorageImpl())
-    return std::nullopt;
-  const int64_t start = a.original.storage_offset() * a.original.dtype().itemsize();
-  const int64_t item = r.dtype().itemsize();
-  if (start % item != 0) return std::nullopt;
+  const size_t item = r.dtype().itemsize();
+  if (a.lo % item != 0) return std::nullopt;
   at::Tensor v = view_on(a.original.storage(), r, a.original.key_set());
-  v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(),
-                                                 r.storage_offset() + start / item);
+  v.unsafeGetTensorImpl()->set_sizes_and_strides(
+      r.sizes(), r.strides(), r.storage_offset() + static_cast<int64_t>(a.lo / item));
   return v;
 }
 
@@ -309,9 +373,14 @@ std::optional<at::Tensor> staged_view(const at::Tensor& r, const Aliased& a) {
 // none, or when the kernel moved that alias into CPU memory.
 std::optional<at::Tensor> argument_return(const at::Tensor& r, const std::vector<Aliased>& seen) {
   for (const auto& a : seen) {
-    if (r.storage().unsafeGetStorageImpl() != a.alias.storage().unsafeGetStorageImpl()) continue;
     if (r.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;
-    if (a.staged) return staged_view(r, a);
+    if (a.staged) {
+      if (r.storage().unsafeGetStorageImpl() == a.host.unsafeGetStorageImpl() &&
+          a.host.nbytes() == a.host_nbytes)
+        return staged_view(r, a);
+      continue;
+    }
+    if (r.storage().unsafeGetStorageImpl() != a.alias.storage().unsafeGetStorageImpl()) continue;
     if (a.alias.storage().data() != a.original.storage().data()) return std::nullopt;
     return view_on(a.original.storage(), r, a.original.key_set());
   }
@@ -429,12 +498,12 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto d = found.device->has_index() ? found.device->index() : current_index();
   if (found.generator_arg >= 0) replace_generator((*stack)[begin + found.generator_arg], d);
   run_cpu_kernel(op, stack, found.seen, d);
+  for (const auto& g : found.staged)  // before any argument is resized (write_back)
+    if (g.written) write_span(g.copy);
   for (const auto& a : found.seen)
     if (a.written) write_back(a);
   Returns(*stack, schema.returns().size(), found.seen, d).to_device();
-  bool staged = false;
-  for (const auto& a : found.seen) staged = staged || a.staged.has_value();
-  if (count_op(schema, staged)) {
+  if (count_op(schema, !found.staged.empty())) {
     TORCH_WARN("[torch] ", op_name(schema),
                " has no kernel on the mpsrt device: it ran as a CPU kernel on host copies of its "
                "tensors, moved over the bus (discrete memory; torch.mpsrt.fallback_counts() "

@@ -70,6 +70,26 @@ HostSpan read_span(const at::Tensor& t) {
   return h;
 }
 
+HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi) {
+  HostSpan h;
+  h.nbytes = hi - lo;
+  // Not resizable: the views of several arguments share it (a kernel cannot move it under them).
+  const size_t n = std::max<size_t>(h.nbytes, 1);
+  c10::Allocator* cpu = c10::GetCPUAllocator();
+  c10::Storage bytes(c10::Storage::use_byte_size_t(), n, cpu->allocate(n), cpu,
+                     /*resizable=*/false);
+  h.bytes = at::empty({0}, c10::TensorOptions().dtype(at::kByte));
+  h.bytes.set_(bytes, 0, {static_cast<int64_t>(n)}, {1});
+  const auto& dp = st.data_ptr();
+  TORCH_CHECK(dp.get_deleter() == &free_buffer, "[torch] this storage is not mpsrt memory");
+  h.buffer = static_cast<MpsrtBuffer*>(dp.get_context());
+  h.offset = lo;
+  if (h.nbytes > 0)
+    check(api().buffer_copy_to_host(h.buffer, h.offset, h.bytes.mutable_data_ptr(), h.nbytes));
+  h.view = h.bytes;
+  return h;
+}
+
 void write_span(const HostSpan& h) {
   if (h.nbytes > 0)
     check(api().buffer_copy_from_host(h.buffer, h.offset, h.bytes.const_data_ptr(), h.nbytes));

@@ -49,6 +49,8 @@ struct HostSpan {
 };
 
 HostSpan read_span(const at::Tensor& t);
+// Bytes [lo, hi) of an mpsrt storage (its view: those bytes).
+HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi);
 void write_span(const HostSpan& h);
 
 // t's values as a CPU tensor: an alias on unified memory (after the current stream's work), a

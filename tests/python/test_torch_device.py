@@ -134,9 +134,17 @@ def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_e
         diag = torch.diagonal(d[5:], offset=1)  # a view op that falls back: a view of d
         assert diag.untyped_storage().data_ptr() == d.untyped_storage().data_ptr()
         assert torch.equal(diag.cpu(), torch.diagonal(a[5:], offset=1))
+        # Tensors on one storage share its host copy: interleaved views written by one op keep
+        # each other's results, and overlaps are the CPU kernel's to see (and refuse).
+        k = torch.zeros(10, device="mpsrt")
+        torch._foreach_add_([k[::2], k[1::2]], [1.0, 2.0])
+        assert k.cpu().tolist() == [1.0, 2.0] * 5
+        with pytest.raises(RuntimeError, match="single memory location"):
+            k[1:].add_(k[:-1])
+        assert k.cpu().tolist() == [1.0, 2.0] * 5  # untouched, and the device usable
         after = _fallback_counts()
-        assert (after[3] > before[3]) == discrete  # tensor arguments staged
-        del a, d, e, f, g, h, diag, want
+        assert (after[3] > before[3]) == discrete  # storages staged
+        del a, d, e, f, g, h, k, diag, want
         gc.collect()
 
 
