@@ -196,8 +196,11 @@ def _empty_row(torch: Any, quick: bool) -> Row:
     return _row(case, sec, "ns", 1e9, 1.0)
 
 
-# The fallback's once-per-op warning on discrete memory (reported once, in the first row's note).
-FALLBACK_WARNING = r"\[torch\] .* has no kernel on the mpsrt device"
+SKIPPED_DISCRETE = (
+    "skipped: the device's memory is not host memory (unified_memory=False) and the PyTorch "
+    "device has no GPU kernels yet: its ops would run as CPU kernels on host copies staged over "
+    "the bus, with no device peer to stand beside"
+)
 
 
 def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[Row]:
@@ -206,6 +209,8 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
     except ImportError:
         return _unavailable("torch is not installed: pip install torch (or '.[bench]')")
     peers = peers or current(backend)
+    if not peers.unified:
+        return _unavailable(SKIPPED_DISCRETE)
     try:
         importlib.import_module("mpsrt.torch")  # registers device="mpsrt", once per process
     except (ImportError, RuntimeError, OSError) as e:
@@ -215,12 +220,10 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
     except RuntimeError as e:
         return _unavailable(f"backend {mpsrt.backend()}: {e}")
     rows = []
-    torch.mpsrt.reset_fallback_counts()
     try:
         for make_row in (_seed_row, _mlp_row, _add_row, _rand_row, _empty_row):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")  # each distinct warning once
-                warnings.filterwarnings("ignore", message=FALLBACK_WARNING)
                 row = make_row(torch, quick)
             rows.append(row)
             # A warning is reported beside the figure it came with, not raised mid-table.
@@ -232,11 +235,5 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
         torch.mpsrt.synchronize()
     threads = torch.get_num_threads()
     rows[0].note += f"; torch's intra-op threads: {threads} (its default, for both devices)"
-    if not peers.unified:
-        ops = torch.mpsrt.fallback_counts()
-        rows[0].note += (
-            "; discrete memory and no GPU kernels yet: the ops ran as CPU kernels on host copies "
-            f"staged over the bus ({len(ops)} aten ops, {sum(ops.values())} calls)"
-        )
     cpu_goals(rows, backend)  # the goals were set for the cpu backend
     return rows

@@ -34,10 +34,10 @@ def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
     rows = json.loads(out.read_text())["rows"]
     assert {r["area"] for r in rows} == {"torch"}
     assert {r["backend"] for r in rows} == {backend}
-    # Discrete memory (vulkan in CI's discrete run): the ops ran on staged host copies, said once.
-    staged = "staged over the bus" in rows[0]["note"]
-    assert staged == (not mpsrt.get_device_properties().unified_memory), rows[0]["note"]
-    assert not any("warned: [torch]" in r["note"] for r in rows), rows
+    if not mpsrt.get_device_properties().unified_memory:  # CI's discrete run, on vulkan
+        assert len(rows) == 1 and rows[0]["value"] is None, rows
+        assert "no GPU kernels yet" in rows[0]["note"]
+        return
     assert [r["name"].startswith(p) for r, p in zip(rows, TORCH_ROWS)] == [True] * 5
     assert len(rows) == len(TORCH_ROWS)
     for r in rows:
