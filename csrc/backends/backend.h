@@ -40,6 +40,13 @@ struct DeviceInfo {
   bool unified_memory = false;
   double timestamp_period_ns = 1.0;  ///< device timestamp ticks to nanoseconds
   std::string details;               ///< driver / kernel facts for reports, e.g. "kernels=avx512"
+  /// The device is the host's processor (the cpu backend, a CPU-type Vulkan device such as
+  /// lavapipe): CPU kernels on its memory are at least as fast as its own.
+  bool cpu_type = false;
+  /// Largest byte span one argument of a tensor kernel may cover (CommandBuffer::dispatch);
+  /// 0 when the device runs no tensor kernels (the cpu backend, metal until its kernels are
+  /// translated from the shared sources).
+  uint64_t kernel_arg_bytes = 0;
 };
 
 /// A contiguous range of device memory obtained from the driver. The core places buffers
@@ -136,6 +143,38 @@ inline uint64_t random_words(const RandomParams& p) noexcept {
   return random_words_per_element(p) * p.count;
 }
 
+/// One buffer argument of a tensor kernel: the bytes [ref.offset, ref.offset + nbytes) of a
+/// heap, bound as the kernel's storage buffer of the argument's index (see KernelLaunch).
+struct KernelArg {
+  BufferRef ref;
+  size_t nbytes = 0;
+  bool written = false;  ///< the kernel may write it (else it only reads)
+};
+
+/// A dispatch of a tensor kernel of mpsrt's kernel library (csrc/kernels/, named by index in
+/// kernel_names()). The kernel sees argument i as its storage buffer binding i; push-constant
+/// bytes [0, 32) are eight 32-bit words the backend fills with each argument's byte offset
+/// inside its binding (arguments are bound from an aligned position at or before their first
+/// byte), bytes [32, 32 + push_bytes) are `push`. Specialisation constants 0 .. nspec - 1 are
+/// `spec`. The kernel runs groups[0] x groups[1] x groups[2] workgroups.
+struct KernelLaunch {
+  static constexpr uint32_t kMaxArgs = 8;
+  static constexpr uint32_t kMaxSpec = 16;
+  static constexpr uint32_t kBaseBytes = 32;
+  static constexpr uint32_t kMaxPushBytes = 96;
+  uint32_t kernel = 0;
+  uint32_t nspec = 0;
+  uint32_t spec[kMaxSpec] = {};
+  uint32_t nargs = 0;
+  KernelArg args[kMaxArgs] = {};
+  uint32_t push_bytes = 0;
+  alignas(8) unsigned char push[kMaxPushBytes] = {};
+  uint32_t groups[3] = {1, 1, 1};
+};
+
+/// The names of the tensor kernels, in index order (KernelLaunch::kernel).
+const std::vector<std::string_view>& kernel_names();
+
 /// A recording of commands. Commands execute in the order encoded. Not thread-safe: the core
 /// serialises encoding per stream.
 class CommandBuffer {
@@ -158,6 +197,12 @@ class CommandBuffer {
   virtual void wait(TimelineEvent& event, uint64_t value) = 0;
   /// Fills dst with p.count elements of random numbers (see RandomParams).
   virtual void random(BufferRef dst, const RandomParams& p) = 0;
+  /// Runs a tensor kernel (see KernelLaunch). Only a device whose DeviceInfo::kernel_arg_bytes
+  /// is not 0 has them; the core checks the arguments' spans against it.
+  virtual void dispatch(const KernelLaunch& k) {
+    (void)k;
+    throw std::logic_error("[backend] this device runs no tensor kernels");
+  }
   /// Writes the device time (ns) at which execution reaches this point into *out; the value
   /// is valid once the command buffer has completed. `out` must outlive the command buffer.
   virtual void timestamp(uint64_t* out) = 0;

@@ -253,6 +253,7 @@ class GpuQueue : public Queue {
           case Cmd::kFill:
           case Cmd::kCopy:
           case Cmd::kRandom:
+          case Cmd::kDispatch:
             if (!failed) w.data(c);
             break;
           case Cmd::kTimestamp:

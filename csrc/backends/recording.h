@@ -39,7 +39,7 @@ struct InHeap {
 
 template <class Where>
 struct RecordedCmd {
-  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom };
+  enum Kind : uint8_t { kFill, kCopy, kCallback, kSignal, kWait, kTimestamp, kRandom, kDispatch };
   explicit RecordedCmd(Kind k) : kind(k) {}
   Kind kind;
   typename Where::Ptr dst = nullptr;
@@ -52,6 +52,7 @@ struct RecordedCmd {
   uint64_t* out = nullptr;
   std::function<void()> fn;
   std::unique_ptr<RandomParams> random;  // kRandom only
+  std::unique_ptr<KernelLaunch> launch;  // kDispatch only
 };
 
 /// Records every command of the CommandBuffer interface into `cmds`, in order.
@@ -89,6 +90,11 @@ class Recorder : public CommandBuffer {
     c.dst = Where::ptr(dst);
     c.dst_off = Where::off(dst);
     c.random = std::make_unique<RandomParams>(p);
+    cmds.push_back(std::move(c));
+  }
+  void dispatch(const KernelLaunch& k) override {
+    Cmd c(Cmd::kDispatch);
+    c.launch = std::make_unique<KernelLaunch>(k);
     cmds.push_back(std::move(c));
   }
   void timestamp(uint64_t* out) override {

@@ -94,6 +94,8 @@ DeviceProperties DeviceContext::properties(const char* backend_name) const {
   p.unified_memory = i.unified_memory;
   p.timestamp_period_ns = i.timestamp_period_ns;
   p.details = i.details;
+  p.cpu_type = i.cpu_type;
+  p.kernel_arg_bytes = i.kernel_arg_bytes;
   return p;
 }
 

@@ -221,6 +221,16 @@ const Entry kTable[] = {
        o.vulkan_vector = t == "16" ? 16 : 4;
      },
      [](const Options& o) { return std::to_string(o.vulkan_vector); }},
+    {"MPSRT_TORCH_KERNELS", "", "auto",
+     "Where the PyTorch device's operators run: auto (mpsrt's kernels on a GPU, CPU kernels on "
+     "the cpu backend and CPU-type devices such as lavapipe, where they are faster), device "
+     "(mpsrt's kernels wherever the device has them; how the tests check them on lavapipe) or "
+     "cpu (CPU kernels on every device: on discrete memory through host copies).",
+     [](const char* var, const std::string& t, Options& o) {
+       if (t != "auto" && t != "device" && t != "cpu") bad_value(var, t, "auto, device or cpu");
+       o.torch_kernels = t;
+     },
+     [](const Options& o) { return o.torch_kernels; }},
     {"MPSRT_VULKAN_COPY", "", "kernel",
      "vulkan device-to-device copies: kernel (a compute shader where source and destination "
      "agree mod 4, else vkCmdCopyBuffer) or dma (always vkCmdCopyBuffer).",

@@ -33,6 +33,7 @@ struct Options {
   uint32_t vulkan_unroll = 2;
   uint32_t vulkan_vector = 16;
   std::string vulkan_copy = "kernel";  // "kernel" or "dma"
+  std::string torch_kernels = "auto";  // MPSRT_TORCH_KERNELS: "auto", "device" or "cpu"
 };
 
 /// Reads a variable's value; nullptr when unset.

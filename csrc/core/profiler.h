@@ -88,6 +88,7 @@ enum class Op : uint8_t {
   EventWait,
   CommandBuffer,
   CopyToHost,
+  Kernel,
   kCount,
 };
 const char* op_name(Op op) noexcept;

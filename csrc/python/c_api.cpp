@@ -4,6 +4,7 @@
 // Each entry translates C++ exceptions to an MpsrtStatus and a per-thread message.
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -13,6 +14,8 @@
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
 #include "mpsrt/generator.h"
+#include "mpsrt/kernel.h"
+#include "mpsrt/options.h"
 #include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"
 #include "python/bindings.h"
@@ -420,6 +423,52 @@ MpsrtStatus buffer_copy_to_host(const MpsrtBuffer* src, size_t offset, void* dst
   });
 }
 
+// ---- version 4: tensor kernels
+MpsrtStatus device_kernel_info(int device, int* cpu_type, uint64_t* arg_bytes,
+                               int* setting) noexcept {
+  return guarded([&] {
+    const DeviceProperties p = mpsrt::get_device_properties(device);
+    if (cpu_type) *cpu_type = p.cpu_type ? 1 : 0;
+    if (arg_bytes) *arg_bytes = p.kernel_arg_bytes;
+    if (setting) {
+      *setting = MPSRT_TORCH_KERNELS_AUTO;
+      for (const OptionInfo& o : mpsrt::options()) {
+        if (o.name != "MPSRT_TORCH_KERNELS") continue;
+        if (o.value == "device") *setting = MPSRT_TORCH_KERNELS_DEVICE;
+        if (o.value == "cpu") *setting = MPSRT_TORCH_KERNELS_CPU;
+      }
+    }
+  });
+}
+
+int kernel_index(const char* name) noexcept {
+  return name != nullptr ? mpsrt::kernel_index(name) : -1;
+}
+
+MpsrtStatus kernel_launch(const MpsrtKernelLaunch* l, MpsrtStream* s) noexcept {
+  return guarded([&] {
+    if (l == nullptr) throw std::invalid_argument("[c_api] kernel_launch: NULL launch");
+    KernelLaunch k;
+    k.kernel = l->kernel;
+    k.nspec = std::min<uint32_t>(l->nspec, KernelLaunch::kMaxSpec + 1);
+    k.nargs = std::min<uint32_t>(l->nargs, KernelLaunch::kMaxArgs + 1);
+    k.push_bytes = std::min<uint32_t>(l->push_bytes, KernelLaunch::kMaxPushBytes + 1);
+    if (k.nspec > KernelLaunch::kMaxSpec || k.nargs > KernelLaunch::kMaxArgs ||
+        k.push_bytes > KernelLaunch::kMaxPushBytes) {
+      throw std::invalid_argument(
+          "[c_api] kernel_launch: at most 16 constants, 8 arguments and 96 push bytes");
+    }
+    std::copy(l->spec, l->spec + k.nspec, k.spec);
+    for (uint32_t i = 0; i < k.nargs; ++i) {
+      k.args[i] = {buf(l->args[i].buffer), l->args[i].offset, l->args[i].nbytes,
+                   l->args[i].written != 0};
+    }
+    std::memcpy(k.push, l->push, k.push_bytes);
+    std::copy(l->groups, l->groups + 3, k.groups);
+    mpsrt::launch_kernel(k, stream_of_handle(s));
+  });
+}
+
 }  // namespace entry
 
 // ------------------------------------------------------------------ the table
@@ -490,14 +539,18 @@ constexpr MpsrtCApi make_table() {
   t.buffer_host_ptr = entry::buffer_host_ptr;
   t.buffer_copy_from_host = entry::buffer_copy_from_host;
   t.buffer_copy_to_host = entry::buffer_copy_to_host;
+  // version 4: tensor kernels
+  t.device_kernel_info = entry::device_kernel_info;
+  t.kernel_index = entry::kernel_index;
+  t.kernel_launch = entry::kernel_launch;
   return t;
 }
 
 // The last field above is the table's last: a field added to the header fails here until it
 // has its entry (and this line names it).
-static_assert(offsetof(MpsrtCApi, buffer_copy_to_host) + sizeof(MpsrtCApi::buffer_copy_to_host) ==
+static_assert(offsetof(MpsrtCApi, kernel_launch) + sizeof(MpsrtCApi::kernel_launch) ==
                   sizeof(MpsrtCApi),
-              "MpsrtCApi has a field after buffer_copy_to_host: give it an entry in make_table");
+              "MpsrtCApi has a field after kernel_launch: give it an entry in make_table");
 
 constexpr MpsrtCApi kApi = make_table();
 

@@ -485,6 +485,8 @@ class Returns {
   std::vector<std::pair<const c10::StorageImpl*, c10::Storage>> adopted_;
 };
 
+}  // namespace
+
 // ------------------------------------------------------------------ the fallback
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
@@ -513,7 +515,6 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-}  // namespace
 
 void install_capture_allocator() {
   g_capture.base = c10::GetCPUAllocator();

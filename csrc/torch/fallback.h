@@ -5,12 +5,19 @@
 #pragma once
 
 #include <ATen/core/Dict.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace mpsrt::torch_glue {
+
+// The boxed fallback: runs op's CPU kernel on the stack's mpsrt tensors (aliases on unified
+// memory, staged host copies on discrete memory), counted per op. The device kernels
+// (kernels.h) call it for the launches they decline.
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Installs the CPU allocator through which the CPU kernels the fallback runs allocate their new
 // outputs in mpsrt memory (once, at `_init`).

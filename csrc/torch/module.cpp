@@ -19,6 +19,9 @@
 //                  kernels on the current stream, _local_scalar_dense
 //   random_ops.cpp the random ops (uniform_, normal_, random_, bernoulli_, native_dropout) on
 //                  mpsrt's kernels on the current stream
+//   kernels.*      the device-kernel layer: where ops run (MPSRT_TORCH_KERNELS), tensors as
+//                  kernel arguments, launches, registration with the fallback behind each kernel
+//   elementwise_ops.cpp  element-wise ops on the elementwise kernel (TensorIterator geometry)
 //   fallback.*     a boxed fallback that runs every other aten operator's CPU kernel on CPU
 //                  tensors that alias the device memory (host copies of it on discrete memory),
 //                  after the current stream's queued work, counted per op,
@@ -39,6 +42,7 @@
 
 #include "fallback.h"
 #include "hooks.h"
+#include "kernels.h"
 #include "runtime.h"
 
 namespace mpsrt::torch_glue {
@@ -61,6 +65,10 @@ TORCH_LIBRARY(mpsrt_torch, m) {
   m.def("_fallback_counts() -> int[]", &fallback_counts);
   m.def("_fallback_op_counts() -> Dict(str, int)", &fallback_op_counts);
   m.def("_reset_fallback_counts() -> ()", &reset_fallback_counts);
+  m.def("_set_kernels(str mode) -> str", &kernels::set_mode);
+  m.def("_kernels_forget() -> ()", &kernels::forget);
+  m.def("_kernels_enabled(int device) -> bool",
+        [](int64_t d) { return kernels::enabled(static_cast<c10::DeviceIndex>(d)); });
 }
 
 }  // namespace mpsrt::torch_glue

@@ -274,6 +274,9 @@ class CpuCommandBuffer final : public backend::Recorder<AtHost> {
         case Cmd::kTimestamp:
           *c.out = static_cast<uint64_t>(now_ns());
           break;
+        case Cmd::kDispatch:  // never encoded: the device has no tensor kernels (core checks)
+          if (!failed) done.error = "the cpu backend runs no tensor kernels";
+          break;
       }
     }
     done.device_end_ns = static_cast<uint64_t>(now_ns());
@@ -379,6 +382,7 @@ class CpuDevice final : public backend::Device {
     info_.timestamp_period_ns = 1.0;
     ctx_.kernels = &kernels_for(isa);
     info_.details = std::string("kernels=") + isa_name(isa);
+    info_.cpu_type = true;
     ctx_.pool = pool_.get();
     ctx_.nt_fill_threshold = std::max({l2_cache_bytes(), l3_cache_bytes() / 4, size_t(1) << 20});
   }

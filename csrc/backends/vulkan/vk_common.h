@@ -141,6 +141,13 @@ struct DeviceShared {
   VkPipeline copy4_pipeline = VK_NULL_HANDLE;   // mod 4
   std::mutex pipelines_mu;
   std::map<uint32_t, VkPipeline> random_pipelines;
+  // Tensor kernels (csrc/kernels/, vk_tensor_kernels.cpp): per argument count a set layout
+  // (push descriptors) and a pipeline layout (128 bytes of push constants); per kernel a module;
+  // per kernel and specialisation a pipeline. Built on first use, under pipelines_mu.
+  VkDescriptorSetLayout tensor_set_layouts[backend::KernelLaunch::kMaxArgs + 1] = {};
+  VkPipelineLayout tensor_layouts[backend::KernelLaunch::kMaxArgs + 1] = {};
+  std::vector<VkShaderModule> tensor_modules;
+  std::map<std::vector<uint32_t>, VkPipeline> tensor_pipelines;
 
   DeviceShared() = default;
   DeviceShared(const DeviceShared&) = delete;
@@ -154,6 +161,10 @@ struct DeviceShared {
   uint32_t groups(uint64_t items) const noexcept;
   /// The random pipeline for p's op and dtype, built on first use and cached.
   VkPipeline random_pipeline(const backend::RandomParams& p);
+  /// The pipeline of a tensor kernel launch (its kernel and specialisation) and its layout,
+  /// built on first use and cached.
+  VkPipeline tensor_pipeline(const backend::KernelLaunch& k, VkPipelineLayout* layout);
+  void destroy_tensor_kernels() noexcept;
   /// Device time (ns) of the host steady clock now.
   uint64_t device_now_ns() const noexcept {
     return static_cast<uint64_t>(host_now_ns() - host_offset_ns);
@@ -268,6 +279,8 @@ struct Recorder {
   void copy(const Allocation& src, VkDeviceSize src_off, const Allocation& dst,
             VkDeviceSize dst_off, VkDeviceSize n, bool dma) const;
   void random(const Allocation& a, VkDeviceSize offset, const backend::RandomParams& p) const;
+  /// A tensor kernel; k's arguments' heaps are VkHeaps.
+  void dispatch(const backend::KernelLaunch& k) const;
 
  private:
   void copy_region(const Allocation& src, VkDeviceSize src_off, const Allocation& dst,

@@ -23,6 +23,7 @@ DeviceShared::~DeviceShared() {
   if (device == VK_NULL_HANDLE) return;
   fn.vkDeviceWaitIdle(device);
   for (auto& kv : random_pipelines) fn.vkDestroyPipeline(device, kv.second, nullptr);
+  destroy_tensor_kernels();
   for (VkPipeline p : {fill_pipeline, copy16_pipeline, copy4_pipeline}) {
     if (p) fn.vkDestroyPipeline(device, p, nullptr);
   }
@@ -67,8 +68,18 @@ void create_device(DeviceShared& d, const Candidate& c) {
       make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
   f12.timelineSemaphore = VK_TRUE;
   if (d.device_address) f12.bufferDeviceAddress = VK_TRUE;
+  auto f11 =
+      make<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
+  if (c.tensor_kernels) {
+    f11.storageBuffer16BitAccess = VK_TRUE;
+    f12.storageBuffer8BitAccess = VK_TRUE;
+    f12.shaderFloat16 = VK_TRUE;
+    f12.shaderInt8 = VK_TRUE;
+    f12.pNext = &f11;
+  }
   auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   f2.pNext = &f12;
+  if (c.tensor_kernels) f2.features.shaderInt16 = VK_TRUE;
   f2.features.shaderInt64 = VK_TRUE;
   f2.features.shaderFloat64 = VK_TRUE;
   std::vector<const char*> exts = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
@@ -305,6 +316,9 @@ class Device final : public backend::Device {
     info_.unified_memory = !d.discrete;
     info_.timestamp_period_ns = d.timestamp_period;
     info_.details = details(d, c, cfg, props, shape);
+    info_.cpu_type = c.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    // Tensor kernels bind each argument as one storage-buffer window from an aligned position.
+    if (c.tensor_kernels) info_.kernel_arg_bytes = d.window_bytes - d.window_align;
     d.create_kernels();
     d.host_offset_ns = calibrate(d, c.calibrated);
     d.spin_ns = cfg.spin_ns;

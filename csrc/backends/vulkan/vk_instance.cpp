@@ -59,10 +59,15 @@ bool choose_queue_family(Candidate& c) {
 void check_features(Candidate& c, uint32_t api_version) {
   auto f12 =
       make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+  auto f11 =
+      make<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
+  f12.pNext = &f11;
   auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   f2.pNext = &f12;
   vkGetPhysicalDeviceFeatures2(c.pd, &f2);
   c.device_address = f12.bufferDeviceAddress == VK_TRUE;
+  c.tensor_kernels = f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess &&
+                     f12.shaderFloat16 && f12.shaderInt8 && f2.features.shaderInt16;
   if (!f12.timelineSemaphore) c.why = "no timeline semaphores";
   if (!f2.features.shaderInt64) c.why = "no shaderInt64";
   if (!f2.features.shaderFloat64) c.why = "no shaderFloat64";

@@ -28,6 +28,9 @@ struct Candidate {
   bool maintenance4 = false;  // maxBufferSize is known (Vulkan 1.3 or VK_KHR_maintenance4)
   bool nv_sm = false;         // VK_NV_shader_sm_builtins: the SM count
   bool amd_core = false;      // VK_AMD_shader_core_properties: the CU count
+  // The tensor kernels' features: 8- and 16-bit storage access, float16 and int8/int16
+  // arithmetic (without them the device runs no tensor kernels; the PyTorch device falls back).
+  bool tensor_kernels = false;
 };
 
 /// The process's Vulkan instance and its usable devices, found once (instance()).

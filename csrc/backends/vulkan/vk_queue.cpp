@@ -419,6 +419,7 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
     if (c.kind == Cmd::kRandom) {
       w.end = c.dst_off + c.random->count * dtype_size(c.random->dtype);
     }
+    if (c.kind == Cmd::kDispatch) return dispatch_hazard(s, *c.launch);
     const bool copy = c.kind == Cmd::kCopy;
     const Span r{c.src, c.src_off, c.src_off + c.n};
     bool dep = s.written.size() + s.read.size() >= Segment::kMaxSpans;
@@ -430,6 +431,29 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
     }
     s.written.push_back(w);
     if (copy) s.read.push_back(r);
+    return dep;
+  }
+
+  // hazard() for a tensor kernel: its written arguments are written spans, the others read.
+  static bool dispatch_hazard(Segment& s, const backend::KernelLaunch& k) {
+    bool dep = s.written.size() + s.read.size() + k.nargs > Segment::kMaxSpans;
+    for (uint32_t i = 0; i < k.nargs; ++i) {
+      const Span a{static_cast<const VkHeap*>(k.args[i].ref.heap), k.args[i].ref.offset,
+                   k.args[i].ref.offset + k.args[i].nbytes};
+      for (const Span& x : s.written) dep = dep || x.overlaps(a);
+      if (k.args[i].written) {
+        for (const Span& x : s.read) dep = dep || x.overlaps(a);
+      }
+    }
+    if (dep) {
+      s.written.clear();
+      s.read.clear();
+    }
+    for (uint32_t i = 0; i < k.nargs; ++i) {
+      const Span a{static_cast<const VkHeap*>(k.args[i].ref.heap), k.args[i].ref.offset,
+                   k.args[i].ref.offset + k.args[i].nbytes};
+      (k.args[i].written ? s.written : s.read).push_back(a);
+    }
     return dep;
   }
 
@@ -453,6 +477,9 @@ class Queue final : public backend::GpuQueue<Queue, VkHeap, Segment*> {
         break;
       case Cmd::kRandom:
         r.random(c.dst->allocation(), c.dst_off, *c.random);
+        break;
+      case Cmd::kDispatch:
+        r.dispatch(*c.launch);
         break;
       default:
         break;

@@ -10,6 +10,7 @@
  * was written for (and size >= the offset of the last member it uses).
  *
  * Version 3 adds the discrete memory model's entries: buffer addresses and staged host copies.
+ * Version 4 adds the tensor kernels (mpsrt/kernel.h): device facts, kernel names, launches.
  *
  * Errors: functions that can fail return an MpsrtStatus; on failure the message
  * ("[component] what happened; what to do") is kept per thread and read with last_error().
@@ -27,7 +28,7 @@
 extern "C" {
 #endif
 
-#define MPSRT_C_API_VERSION 3
+#define MPSRT_C_API_VERSION 4
 #define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
 
 typedef enum MpsrtStatus {
@@ -78,6 +79,32 @@ typedef struct MpsrtRandomSpec {
   uint64_t range; /* integer range (>= 1) */
   double p;       /* bernoulli: probability of 1 */
 } MpsrtRandomSpec;
+
+/* A tensor kernel launch (mpsrt::KernelLaunch, mpsrt/kernel.h): argument i is the bytes
+ * [offset, offset + nbytes) of a buffer; `written` 1 where the kernel may write them. */
+typedef struct MpsrtKernelArg {
+  const MpsrtBuffer* buffer;
+  size_t offset;
+  size_t nbytes;
+  int written;
+} MpsrtKernelArg;
+typedef struct MpsrtKernelLaunch {
+  int kernel; /* kernel_index(name) */
+  uint32_t nspec;
+  uint32_t spec[16];
+  uint32_t nargs;
+  MpsrtKernelArg args[8];
+  uint32_t push_bytes;
+  uint64_t push[12]; /* 96 bytes */
+  uint32_t groups[3];
+} MpsrtKernelLaunch;
+
+/* MPSRT_TORCH_KERNELS: where the PyTorch device's operators run. */
+enum MpsrtTorchKernels {
+  MPSRT_TORCH_KERNELS_AUTO = 0,   /* the device's kernels on a GPU, CPU kernels on CPU-type devices */
+  MPSRT_TORCH_KERNELS_DEVICE = 1, /* the device's kernels wherever it has them */
+  MPSRT_TORCH_KERNELS_CPU = 2     /* CPU kernels on every device */
+};
 
 typedef struct MpsrtCApi {
   uint32_t version;
@@ -192,6 +219,16 @@ typedef struct MpsrtCApi {
    * device's pending work, complete when it returns (mpsrt::Buffer::copy_to_host). */
   MpsrtStatus (*buffer_copy_to_host)(const MpsrtBuffer* src, size_t offset, void* dst,
                                      size_t nbytes);
+
+  /* ---- version 4: tensor kernels ---- */
+  /* The device's facts for kernels: *cpu_type 1 where the device is the host's processor
+   * (DeviceProperties::cpu_type); *arg_bytes the largest span of a kernel argument, 0 where the
+   * device runs no tensor kernels; *setting MPSRT_TORCH_KERNELS (an MpsrtTorchKernels). */
+  MpsrtStatus (*device_kernel_info)(int device, int* cpu_type, uint64_t* arg_bytes, int* setting);
+  /* The index of the kernel `name` (mpsrt::kernel_index), -1 when there is none. */
+  int (*kernel_index)(const char* name);
+  /* Encodes the launch on the stream (mpsrt::launch_kernel). */
+  MpsrtStatus (*kernel_launch)(const MpsrtKernelLaunch* launch, MpsrtStream* stream);
 } MpsrtCApi;
 
 #ifdef __cplusplus

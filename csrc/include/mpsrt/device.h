@@ -20,6 +20,12 @@ struct DeviceProperties {
   bool unified_memory = false;          ///< host and device share memory
   double timestamp_period_ns = 1.0;     ///< nanoseconds per device timestamp tick
   std::string details;                  ///< driver / kernel facts, e.g. "kernels=avx512"
+  /// The device is the host's processor (the cpu backend; a CPU-type Vulkan device such as
+  /// lavapipe): CPU code on its memory is as fast as its own kernels.
+  bool cpu_type = false;
+  /// Largest byte span of one argument of a tensor kernel (mpsrt/kernel.h); 0 when the device
+  /// runs no tensor kernels.
+  uint64_t kernel_arg_bytes = 0;
 };
 
 /// True when the active backend has at least one device.

@@ -7,6 +7,7 @@
 #include "mpsrt/error.h"
 #include "mpsrt/event.h"
 #include "mpsrt/generator.h"
+#include "mpsrt/kernel.h"
 #include "mpsrt/options.h"
 #include "mpsrt/philox.h"
 #include "mpsrt/profiler.h"

@@ -238,3 +238,19 @@ def fallback_counts() -> dict[str, int]:
 def reset_fallback_counts() -> None:
     """Starts :func:`fallback_counts` afresh."""
     torch.ops.mpsrt_torch._reset_fallback_counts()
+
+
+def _set_kernels(mode: str) -> str:
+    """Where the device's ops run from now on, for every device: ``"auto"`` (mpsrt's kernels on
+    a GPU, CPU kernels on the cpu backend and CPU-type devices), ``"device"`` (mpsrt's kernels
+    wherever the device has them) or ``"cpu"``; as ``MPSRT_TORCH_KERNELS``, which sets it at
+    start. Returns the previous mode (for tests and context managers)."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, got {type(mode).__name__}")
+    return torch.ops.mpsrt_torch._set_kernels(mode)
+
+
+def _kernels_enabled(device: Any = None) -> bool:
+    """True when the device's ops run on mpsrt's kernels (the device has them and the mode asks
+    for them there)."""
+    return bool(torch.ops.mpsrt_torch._kernels_enabled(_index(device)))
