@@ -80,7 +80,8 @@ void check_launch(const KernelLaunch& k, const backend::DeviceInfo& p, int devic
         a.nbytes > a.buffer->nbytes() - a.offset) {
       bad_launch(k, which + " spans bytes [" + std::to_string(a.offset) + ", " +
                         std::to_string(a.offset + a.nbytes) + ") of a Buffer of " +
-                        std::to_string(a.buffer->nbytes()) + "; it must be a non-empty range "
+                        std::to_string(a.buffer->nbytes()) +
+                        "; it must be a non-empty range "
                         "inside the Buffer");
     }
     if (a.nbytes > p.kernel_arg_bytes) {

@@ -74,8 +74,7 @@ void launch_elementwise(at::TensorIteratorBase& iter, uint32_t op, const EwParam
     }
     const int64_t first = static_cast<const char*>(bound ? iter.data_ptr(i) : iter.data_ptr(0)) -
                           static_cast<const char*>(t.data_ptr());
-    l.arg_bytes(t, first, static_cast<size_t>(last) + iter.element_size(bound ? i : 0),
-                i == 0);
+    l.arg_bytes(t, first, static_cast<size_t>(last) + iter.element_size(bound ? i : 0), i == 0);
   }
   l.push(static_cast<uint32_t>(iter.numel()));
   uint32_t sizes[4] = {1, 1, 1, 1};

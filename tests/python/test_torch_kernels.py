@@ -1,0 +1,67 @@
+"""Where the PyTorch device's ops run (MPSRT_TORCH_KERNELS, torch.mpsrt._set_kernels): mpsrt's
+kernels on a GPU, CPU kernels on the cpu backend and CPU-type devices unless asked, and ops
+without a kernel through the fallback, counted."""
+
+from __future__ import annotations
+
+import mpsrt
+import pytest
+from conftest import run_python
+from kernel_check import device_kernels, torch  # noqa: F401 (fixture)
+
+
+def test_modes_choose_where_ops_run(backend: str) -> None:
+    has_kernels = backend != "cpu"  # vulkan (lavapipe here) and metal devices have them
+    previous = torch.mpsrt._set_kernels("device")
+    try:
+        assert torch.mpsrt._kernels_enabled() == has_kernels
+        assert torch.mpsrt._set_kernels("cpu") == "device"
+        assert torch.mpsrt._kernels_enabled() is False
+        assert torch.mpsrt._set_kernels("auto") == "cpu"
+        # auto: not on the cpu backend nor on a CPU-type device (lavapipe is one).
+        cpu_type = backend == "cpu" or "llvmpipe" in mpsrt.get_device_name(0)
+        assert torch.mpsrt._kernels_enabled() == (has_kernels and not cpu_type)
+    finally:
+        torch.mpsrt._set_kernels(previous)
+
+
+def test_a_bad_mode_is_refused_and_changes_nothing() -> None:
+    before = torch.mpsrt._set_kernels("cpu")
+    try:
+        with pytest.raises(ValueError, match="expected auto, device or cpu"):
+            torch.mpsrt._set_kernels("gpu")
+        with pytest.raises(TypeError, match="must be a str"):
+            torch.mpsrt._set_kernels(1)  # type: ignore[arg-type]
+        assert torch.mpsrt._set_kernels("cpu") == "cpu"
+    finally:
+        torch.mpsrt._set_kernels(before)
+
+
+def test_the_variable_sets_the_mode(backend: str) -> None:
+    code = (
+        "import torch, mpsrt.torch\n"
+        "print(torch.mpsrt._set_kernels('device'), torch.mpsrt._kernels_enabled())\n"
+    )
+    r = run_python(code, backend, MPSRT_TORCH_KERNELS="device")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["device", "False" if backend == "cpu" else "True"]
+    r = run_python("import torch, mpsrt.torch\ntorch.ones(2, device='mpsrt')", backend,
+                   MPSRT_TORCH_KERNELS="gpu")
+    assert r.returncode != 0
+    assert "MPSRT_TORCH_KERNELS='gpu' is not valid: expected auto, device or cpu" in r.stderr
+
+
+def test_kernels_leave_no_fallback_and_ops_without_one_fall_back(device_kernels: bool) -> None:
+    x = torch.randn(8, 8, device="mpsrt")
+    torch.mpsrt.reset_fallback_counts()
+    y = x * 2 + 1
+    counts = torch.mpsrt.fallback_counts()
+    if device_kernels:
+        assert counts == {}
+    else:
+        assert counts == {"aten::mul.Tensor": 1, "aten::add.Tensor": 1}
+    # An op without a kernel (kthvalue) runs as a CPU kernel, counted, with the right result.
+    v, _ = torch.kthvalue(y, 3, dim=1)
+    assert torch.mpsrt.fallback_counts().get("aten::kthvalue.values", 0) + \
+        torch.mpsrt.fallback_counts().get("aten::kthvalue", 0) >= 1
+    torch.testing.assert_close(v.cpu(), torch.kthvalue(y.cpu(), 3, dim=1)[0])
