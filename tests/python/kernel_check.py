@@ -48,8 +48,9 @@ def to_device(value: Any) -> Any:
     return value
 
 
-def assert_close(got: Any, expected: Any, atol: float | None = None,
-                 rtol: float | None = None) -> None:
+def assert_close(
+    got: Any, expected: Any, atol: float | None = None, rtol: float | None = None
+) -> None:
     """got (mpsrt results) equals expected (CPU results): values within the dtype's tolerance,
     same dtypes and shapes; lists and tuples element by element."""
     if isinstance(expected, (list, tuple)):
@@ -63,12 +64,23 @@ def assert_close(got: Any, expected: Any, atol: float | None = None,
     assert got.device.type == "mpsrt", f"the result is on {got.device}, not on mpsrt"
     assert got.dtype == expected.dtype and got.shape == expected.shape
     r, a = TOLERANCES.get(expected.dtype, (0.0, 0.0))
-    torch.testing.assert_close(got.cpu(), expected, rtol=rtol if rtol is not None else r,
-                               atol=atol if atol is not None else a, equal_nan=True)
+    torch.testing.assert_close(
+        got.cpu(),
+        expected,
+        rtol=rtol if rtol is not None else r,
+        atol=atol if atol is not None else a,
+        equal_nan=True,
+    )
 
 
-def check(fn: Callable[..., Any], *args: Any, kernels: bool, atol: float | None = None,
-          rtol: float | None = None, fallbacks: tuple[str, ...] = ()) -> Any:
+def check(
+    fn: Callable[..., Any],
+    *args: Any,
+    kernels: bool,
+    atol: float | None = None,
+    rtol: float | None = None,
+    fallbacks: tuple[str, ...] = (),
+) -> Any:
     """fn(*args) on the device equals fn on the CPU; where the device runs kernels (`kernels`,
     the fixture's value), no op but those named in `fallbacks` ran through the fallback.
     Returns the device's result."""

@@ -45,8 +45,11 @@ def test_the_variable_sets_the_mode(backend: str) -> None:
     r = run_python(code, backend, MPSRT_TORCH_KERNELS="device")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["device", "False" if backend == "cpu" else "True"]
-    r = run_python("import torch, mpsrt.torch\ntorch.ones(2, device='mpsrt')", backend,
-                   MPSRT_TORCH_KERNELS="gpu")
+    r = run_python(
+        "import torch, mpsrt.torch\ntorch.ones(2, device='mpsrt')",
+        backend,
+        MPSRT_TORCH_KERNELS="gpu",
+    )
     assert r.returncode != 0
     assert "MPSRT_TORCH_KERNELS='gpu' is not valid: expected auto, device or cpu" in r.stderr
 
@@ -62,6 +65,9 @@ def test_kernels_leave_no_fallback_and_ops_without_one_fall_back(device_kernels:
         assert counts == {"aten::mul.Tensor": 1, "aten::add.Tensor": 1}
     # An op without a kernel (kthvalue) runs as a CPU kernel, counted, with the right result.
     v, _ = torch.kthvalue(y, 3, dim=1)
-    assert torch.mpsrt.fallback_counts().get("aten::kthvalue.values", 0) + \
-        torch.mpsrt.fallback_counts().get("aten::kthvalue", 0) >= 1
+    assert (
+        torch.mpsrt.fallback_counts().get("aten::kthvalue.values", 0)
+        + torch.mpsrt.fallback_counts().get("aten::kthvalue", 0)
+        >= 1
+    )
     torch.testing.assert_close(v.cpu(), torch.kthvalue(y.cpu(), 3, dim=1)[0])
