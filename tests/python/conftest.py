@@ -77,6 +77,23 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     forget_torch_devices()
 
 
+@pytest.fixture
+def device_kernels() -> Iterator[bool]:
+    """The PyTorch device's ops run on mpsrt's kernels wherever the device has them
+    (torch.mpsrt._set_kernels("device"), as MPSRT_TORCH_KERNELS=device: on lavapipe too, so that
+    the tests check every kernel); yields whether this device has them. Fallback counts start
+    afresh; the previous mode comes back after the test."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    import mpsrt.torch  # noqa: F401
+
+    previous = torch.mpsrt._set_kernels("device")
+    torch.mpsrt.reset_fallback_counts()
+    try:
+        yield torch.mpsrt._kernels_enabled()
+    finally:
+        torch.mpsrt._set_kernels(previous)
+
+
 @pytest.fixture(autouse=True)
 def _restore_device(backend: str) -> Iterator[None]:
     yield

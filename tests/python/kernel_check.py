@@ -1,7 +1,7 @@
 """What the tests of the PyTorch device's kernels share (test_torch_kernels_*.py).
 
-`device_kernels` (a fixture) makes the device's ops run on mpsrt's kernels wherever the device
-has them (``torch.mpsrt._set_kernels("device")``, as ``MPSRT_TORCH_KERNELS=device``), so that
+The fixture `device_kernels` (conftest.py) makes the device's ops run on mpsrt's kernels wherever
+the device has them (``torch.mpsrt._set_kernels("device")``, as ``MPSRT_TORCH_KERNELS=device``), so that
 on lavapipe every kernel is checked; on the cpu backend the ops run through the fallback and the
 same comparisons check that path. `check` runs a function on CPU tensors and on their mpsrt
 copies and compares the results (values, dtypes, shapes), and where the device runs kernels,
@@ -10,7 +10,7 @@ that the op ran without the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,17 +26,6 @@ TOLERANCES = {
     torch.bfloat16: (1.6e-2, 1e-2),
     torch.float64: (1e-5, 1e-6),  # computed in float32 on the device
 }
-
-
-@pytest.fixture
-def device_kernels() -> Iterator[bool]:
-    """The ops run on the device's kernels where it has them; yields whether it does."""
-    previous = torch.mpsrt._set_kernels("device")
-    torch.mpsrt.reset_fallback_counts()
-    try:
-        yield torch.mpsrt._kernels_enabled()
-    finally:
-        torch.mpsrt._set_kernels(previous)
 
 
 def to_device(value: Any) -> Any:

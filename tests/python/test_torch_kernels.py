@@ -7,7 +7,7 @@ from __future__ import annotations
 import mpsrt
 import pytest
 from conftest import run_python
-from kernel_check import device_kernels, torch  # noqa: F401 (fixture)
+from kernel_check import torch
 
 
 def test_modes_choose_where_ops_run(backend: str) -> None:

@@ -5,7 +5,7 @@ type promotion, in-place and out= forms."""
 from __future__ import annotations
 
 import pytest
-from kernel_check import check, device_kernels, torch  # noqa: F401 (fixture)
+from kernel_check import check, torch
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
