@@ -2,10 +2,10 @@
 
 The fixture `device_kernels` (conftest.py) makes the device's ops run on mpsrt's kernels
 wherever the device has them (``torch.mpsrt._set_kernels("device")``, as
-``MPSRT_TORCH_KERNELS=device``), so that on lavapipe every kernel is checked; on the cpu backend the ops run through the fallback and the
-same comparisons check that path. `check` runs a function on CPU tensors and on their mpsrt
-copies and compares the results (values, dtypes, shapes), and where the device runs kernels,
-that the op ran without the fallback.
+``MPSRT_TORCH_KERNELS=device``), so that on lavapipe every kernel is checked; on the cpu
+backend the ops run through the fallback and the same comparisons check that path. `check`
+runs a function on CPU tensors and on their mpsrt copies and compares the results (values,
+dtypes, shapes), and where the device runs kernels, that the op ran without the fallback.
 """
 
 from __future__ import annotations
