@@ -92,6 +92,10 @@ def device_kernels() -> Iterator[bool]:
         yield torch.mpsrt._kernels_enabled()
     finally:
         torch.mpsrt._set_kernels(previous)
+        # Tensors in reference cycles (autograd graphs, samples) are freed before the runtime
+        # is re-created for the next backend.
+        gc.collect()
+        mpsrt.synchronize()
 
 
 @pytest.fixture(autouse=True)

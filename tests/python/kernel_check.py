@@ -29,11 +29,13 @@ TOLERANCES = {
 
 
 def to_device(value: Any) -> Any:
-    """CPU tensors (also inside lists and tuples) as mpsrt tensors; anything else as it is."""
+    """CPU tensors (also in lists, tuples and dicts) as mpsrt tensors; anything else as is."""
     if isinstance(value, torch.Tensor):
         return value.to("mpsrt")
     if isinstance(value, (list, tuple)):
         return type(value)(to_device(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v) for k, v in value.items()}
     return value
 
 

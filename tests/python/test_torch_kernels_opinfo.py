@@ -1,0 +1,69 @@
+"""The PyTorch device's kernels against torch CPU over PyTorch's own OpInfo samples (the inputs
+torch's test suite runs every op with: broadcasting, scalars, empty and non-contiguous tensors,
+keyword arguments), on every backend; where the device runs kernels (`device_kernels`), the
+samples run on them unless the op declines one (a dtype or shape its kernel does not take), and
+each op here must run at least one of its float32 samples on its kernel.
+
+MPSRT_TEST_OPINFO_SAMPLES caps the samples per op and dtype (default 8: the README's test
+command stays within its time); `all` runs every sample (CI's extended step)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from kernel_check import assert_close, to_device, torch
+
+common_methods_invocations = pytest.importorskip(
+    "torch.testing._internal.common_methods_invocations",
+    reason="torch's OpInfo database needs expecttest: pip install expecttest",
+)
+
+_CAP = os.environ.get("MPSRT_TEST_OPINFO_SAMPLES", "8")
+CAP = None if _CAP == "all" else int(_CAP)
+
+# OpInfo names whose aten ops have kernels, with the dtypes their kernels take.
+FLOAT = (torch.float32,)
+HALF = (torch.float32, torch.float16, torch.bfloat16)
+# "name.variant" for OpInfos with variants (div's rounding modes).
+OPS: dict[str, tuple[torch.dtype, ...]] = {
+    "add": (*HALF, torch.int64),
+    "sub": (*HALF, torch.int64),
+    "mul": (*HALF, torch.int64, torch.bool),
+    "div.no_rounding_mode": HALF,
+    "neg": (*HALF, torch.int64),
+    "nn.functional.relu": HALF,
+}
+
+_BY_NAME = {
+    f"{o.name}.{o.variant_test_name}" if o.variant_test_name else o.name: o
+    for o in common_methods_invocations.op_db
+}
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param(name, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
+        for name, dtypes in OPS.items()
+        for dtype in dtypes
+    ]
+
+
+@pytest.mark.parametrize(("name", "dtype"), _params())
+def test_opinfo_samples(device_kernels: bool, name: str, dtype: torch.dtype) -> None:
+    op = _BY_NAME[name]
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+    if CAP is not None:
+        samples = samples[:CAP]
+    assert samples, f"OpInfo {name} has no samples for {dtype}"
+    on_kernels = 0
+    for sample in samples:
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+        torch.mpsrt.reset_fallback_counts()
+        got = op(to_device(sample.input), *to_device(sample.args), **to_device(sample.kwargs))
+        if not torch.mpsrt.fallback_counts():
+            on_kernels += 1
+        assert_close(got, expected)
+    if device_kernels and dtype == torch.float32:
+        assert on_kernels > 0, f"no float32 sample of {name} ran on its kernel"
