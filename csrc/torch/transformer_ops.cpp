@@ -1,0 +1,110 @@
+// The fused transformer ops torch's nn.TransformerEncoderLayer and nn.MultiheadAttention call
+// in inference on a device of the "fast path" list (PrivateUse1 among them):
+// _transformer_encoder_layer_fwd and _native_multi_head_attention. They have CPU and CUDA
+// kernels only; where the device runs mpsrt's kernels (kernels::enabled), they run here as
+// their composition of aten ops (linear, scaled_dot_product_attention, layer_norm, relu / gelu,
+// add), each of which dispatches to the device again, so the whole layer runs on the device's
+// kernels. Elsewhere (the cpu backend, CPU-type devices) the fallback runs torch's fused CPU
+// kernel, which is faster there. Masks other than none decline (the fallback takes them).
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "kernels.h"
+
+namespace mpsrt::torch_glue {
+namespace {
+
+using kernels::arg;
+using kernels::Declined;
+using kernels::finish;
+
+// The attention of the fused ops: x [B, T, E] -> (out [B, T, E], weights [B, T, T] averaged
+// over heads, or [B, H, T, T], when asked). Query, key and value are the one input x here
+// (self-attention) or three inputs (_native_multi_head_attention), projected by one packed
+// weight [3E, E].
+std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::Tensor& k_in,
+                                             const at::Tensor& v_in, int64_t heads,
+                                             const at::Tensor& qkv_w, const at::Tensor& qkv_b,
+                                             const at::Tensor& proj_w, const at::Tensor& proj_b,
+                                             bool need_weights, bool average) {
+  const int64_t b = q_in.size(0), t = q_in.size(1), e = q_in.size(2);
+  const int64_t s = k_in.size(1);
+  if (e % heads != 0) throw Declined{};
+  const int64_t d = e / heads;
+  const auto w = qkv_w.chunk(3, 0);
+  const auto bias = qkv_b.chunk(3, 0);
+  const auto split = [&](const at::Tensor& x, int i, int64_t len) {
+    return at::linear(x, w[i], bias[i]).view({b, len, heads, d}).transpose(1, 2);
+  };
+  const at::Tensor q = split(q_in, 0, t), k = split(k_in, 1, s), v = split(v_in, 2, s);
+  at::Tensor out, weights;
+  if (need_weights) {
+    const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
+    const at::Tensor p = at::softmax(scores, -1);
+    out = at::matmul(p, v);
+    weights = average ? p.mean(1) : p;
+  } else {
+    out = at::scaled_dot_product_attention(q, k, v);
+  }
+  out = out.transpose(1, 2).reshape({b, t, e});
+  return {at::linear(out, proj_w, proj_b), weights};
+}
+
+// _transformer_encoder_layer_fwd: one encoder layer (post-norm or pre-norm), batch first.
+bool encoder_layer(const c10::OperatorHandle& op, torch::jit::Stack& s) {
+  const at::Tensor src = arg(op, s, 0).toTensor();
+  const int64_t e = arg(op, s, 1).toInt(), heads = arg(op, s, 2).toInt();
+  if (!arg(op, s, 18).isNone() || src.dim() != 3 || src.size(2) != e || src.is_nested()) {
+    throw Declined{};
+  }
+  const auto t = [&](size_t i) { return arg(op, s, i).toTensor(); };
+  const bool gelu = arg(op, s, 7).toBool(), norm_first = arg(op, s, 8).toBool();
+  const double eps = arg(op, s, 9).toDouble();
+  const auto mha = [&](const at::Tensor& x) {
+    return std::get<0>(attention(x, x, x, heads, t(3), t(4), t(5), t(6), false, false));
+  };
+  const auto ffn = [&](const at::Tensor& x) {
+    at::Tensor h = at::linear(x, t(14), t(15));
+    h = gelu ? at::gelu(h) : at::relu(h);
+    return at::linear(h, t(16), t(17));
+  };
+  const auto norm = [&](const at::Tensor& x, size_t w) {
+    return at::layer_norm(x, {e}, t(w), t(w + 1), eps);
+  };
+  at::Tensor x = src;
+  if (norm_first) {
+    x = x + mha(norm(x, 10));
+    x = x + ffn(norm(x, 12));
+  } else {
+    x = norm(x + mha(x), 10);
+    x = norm(x + ffn(x), 12);
+  }
+  finish(op, s, x);
+  return true;
+}
+
+// _native_multi_head_attention: nn.MultiheadAttention's inference path (batch first).
+bool multi_head_attention(const c10::OperatorHandle& op, torch::jit::Stack& s) {
+  const auto t = [&](size_t i) { return arg(op, s, i).toTensor(); };
+  const at::Tensor q = t(0), k = t(1), v = t(2);
+  const int64_t e = arg(op, s, 3).toInt(), heads = arg(op, s, 4).toInt();
+  if (!arg(op, s, 9).isNone() || q.dim() != 3 || k.dim() != 3 || v.dim() != 3 ||
+      q.size(2) != e || k.sizes() != v.sizes() || q.is_nested()) {
+    throw Declined{};
+  }
+  auto [out, weights] = attention(q, k, v, heads, t(5), t(6), t(7), t(8), arg(op, s, 10).toBool(),
+                                  arg(op, s, 11).toBool());
+  torch::jit::drop(s, op.schema().arguments().size());
+  s.emplace_back(std::move(out));
+  s.emplace_back(weights.defined() ? weights : at::empty({0}, q.options()));
+  return true;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  kernels::impl(m, "_transformer_encoder_layer_fwd", &encoder_layer);
+  kernels::impl(m, "_native_multi_head_attention", &multi_head_attention);
+}
+
+}  // namespace mpsrt::torch_glue
