@@ -16,10 +16,11 @@ Device work is waited for (torch.mpsrt.synchronize()) before each sample's clock
 two devices are timed in alternating turns. The PyTorch device is registered once per process
 and survives the runtime's re-creation between backends (every mpsrt tensor is freed before
 the area returns), so the area runs on every backend whose device memory is host memory
-(`unified_memory`). On a device whose memory is not (a discrete GPU) the area is skipped with
-one row that says why: the PyTorch device has no GPU kernels yet, and its CPU kernels would
-read device memory across the bus (minutes per workload). Without torch it reports that torch
-is not installed.
+(`unified_memory`) while its ops run as CPU kernels. Where they run on mpsrt's kernels (a GPU:
+MPSRT_TORCH_KERNELS=auto; lavapipe with MPSRT_TORCH_KERNELS=device) the area measures the
+rows of bench_torch_gpu.py beside the device's own peer instead (torch.cuda on NVIDIA). On a
+discrete device whose ops run as CPU kernels (MPSRT_TORCH_KERNELS=cpu) the area is skipped with
+one row that says why. Without torch it reports that torch is not installed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Callable
 
 import mpsrt
 
+from . import bench_torch_gpu
 from .peers import Peers, cpu_goals, current
 from .timing import Row, Stats, measure_interleaved, progress
 
@@ -196,10 +198,12 @@ def _empty_row(torch: Any, quick: bool) -> Row:
     return _row(case, sec, "ns", 1e9, 1.0)
 
 
+_CPU_ROWS = (_seed_row, _mlp_row, _add_row, _rand_row, _empty_row)
+
 SKIPPED_DISCRETE = (
-    "skipped: the device's memory is not host memory (unified_memory=False) and the PyTorch "
-    "device has no GPU kernels yet: its ops would run as CPU kernels on host copies staged over "
-    "the bus, with no device peer to stand beside"
+    "skipped: the device's memory is not host memory (unified_memory=False) and its ops run as "
+    "CPU kernels (MPSRT_TORCH_KERNELS=cpu, or a device without mpsrt's kernels): on host copies "
+    "staged over the bus, with no device peer to stand beside"
 )
 
 
@@ -209,8 +213,6 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
     except ImportError:
         return _unavailable("torch is not installed: pip install torch (or '.[bench]')")
     peers = peers or current(backend)
-    if not peers.unified:
-        return _unavailable(SKIPPED_DISCRETE)
     try:
         importlib.import_module("mpsrt.torch")  # registers device="mpsrt", once per process
     except (ImportError, RuntimeError, OSError) as e:
@@ -219,20 +221,27 @@ def run(quick: bool, backend: str = "cpu", peers: Peers | None = None) -> list[R
         torch.empty(1, device="mpsrt")
     except RuntimeError as e:
         return _unavailable(f"backend {mpsrt.backend()}: {e}")
+    on_kernels = torch.mpsrt._kernels_enabled()
+    if not peers.unified and not on_kernels:
+        return _unavailable(SKIPPED_DISCRETE)
     rows = []
+    makers = [lambda t, q: bench_torch_gpu.rows(t, q, peers)] if on_kernels else _CPU_ROWS
     try:
-        for make_row in (_seed_row, _mlp_row, _add_row, _rand_row, _empty_row):
+        for make_row in makers:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")  # each distinct warning once
                 row = make_row(torch, quick)
-            rows.append(row)
+            rows.extend(row if isinstance(row, list) else [row])
             # A warning is reported beside the figure it came with, not raised mid-table.
             said = dict.fromkeys(str(w.message).split(". ")[0] for w in caught)
-            row.note = "; ".join([row.note, *(f"warned: {m}" for m in said)]).lstrip("; ")
+            last = rows[-1]
+            last.note = "; ".join([last.note, *(f"warned: {m}" for m in said)]).lstrip("; ")
     finally:
         # The runtime is re-created for the next backend: no mpsrt tensor may outlive the area.
         gc.collect()
         torch.mpsrt.synchronize()
+    if on_kernels:
+        return rows
     threads = torch.get_num_threads()
     rows[0].note += f"; torch's intra-op threads: {threads} (its default, for both devices)"
     cpu_goals(rows, backend)  # the goals were set for the cpu backend

@@ -84,7 +84,7 @@ def device_kernels() -> Iterator[bool]:
     the tests check every kernel); yields whether this device has them. Fallback counts start
     afresh; the previous mode comes back after the test."""
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
-    import mpsrt.torch  # noqa: F401
+    import mpsrt.torch
 
     previous = torch.mpsrt._set_kernels("device")
     torch.mpsrt.reset_fallback_counts()

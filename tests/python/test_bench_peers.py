@@ -327,16 +327,53 @@ def test_unified_rows_stay_as_before(peers_mod, backend: str) -> None:
     assert {"C memset", "numpy fill", "C memcpy"} <= {r.peer_name for r in rows}
 
 
-def test_torch_area_skips_a_discrete_device(peers_mod, backend: str) -> None:
-    pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+def test_torch_area_skips_a_discrete_device_without_kernels(peers_mod, backend: str) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    import mpsrt.torch  # noqa: F401
+
     from bench import bench_torch
 
     p = peers_mod.choose_peers(backend, NVIDIA, {})
-    t0 = time.perf_counter()
-    rows = bench_torch.run(True, backend=backend, peers=p)
+    previous = torch.mpsrt._set_kernels("cpu")
+    try:
+        t0 = time.perf_counter()
+        rows = bench_torch.run(True, backend=backend, peers=p)
+    finally:
+        torch.mpsrt._set_kernels(previous)
     assert time.perf_counter() - t0 < 30
     assert len(rows) == 1 and rows[0].value is None
-    assert "no GPU kernels yet" in rows[0].note
+    assert "its ops run as CPU kernels" in rows[0].note
+
+
+def test_torch_area_on_kernels_measures_the_gpu_rows(
+    peers_mod, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    import mpsrt.torch  # noqa: F401
+
+    from bench import bench_torch, bench_torch_gpu
+
+    tiny = {"layers": 1, "batch": 1, "seq": 8, "width": 32, "mlp_batch": 8, "n": 64, "mib": 1}
+    monkeypatch.setitem(bench_torch_gpu.SIZES, True, tiny)
+    monkeypatch.setitem(bench_torch_gpu.TIMING, True, {"rounds": 1, "repeats": 1, "warmup": 0})
+
+    p = peers_mod.choose_peers(backend, NVIDIA, {})  # a GPU whose peers are not in this process
+    previous = torch.mpsrt._set_kernels("device")
+    try:
+        on_kernels = torch.mpsrt._kernels_enabled()
+        rows = bench_torch.run(True, backend=backend, peers=p)
+    finally:
+        torch.mpsrt._set_kernels(previous)
+    if not on_kernels:  # the cpu backend: no kernels, so a discrete device is skipped
+        assert len(rows) == 1 and "its ops run as CPU kernels" in rows[0].note
+        return
+    cases = [r.name for r in rows]
+    assert len(cases) == 5 and cases[0].startswith("TransformerEncoder")
+    assert "float32 GEMM" in cases[3] and "float16 GEMM" in cases[4]
+    for r in rows:
+        assert r.value is not None and r.value > 0 and not r.peer_name, r
+        assert r.goal.endswith("(gpu)") and r.goal_met is None, r
+        assert "no device peer" in r.note, r  # why no peer stands beside it
 
 
 # ------------------------------------------------------------------ the runner's guards
