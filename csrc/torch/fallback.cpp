@@ -178,10 +178,20 @@ at::Tensor view_of_host(const at::Tensor& t, const c10::Storage& host, size_t st
   return a;
 }
 
-// t's stand-in for the CPU kernel: an alias of its memory where the host addresses it, else a
-// view of its storage's host copy (read here on first use).
+// t's stand-in for the CPU kernel: an alias of its memory where the host addresses it (the
+// tensors of one device storage alias one CPU storage, so that the CPU kernel sees what overlaps:
+// torch's "single memory location" checks), else a view of its storage's host copy (read here on
+// first use).
 at::Tensor alias_arg(const at::Tensor& t, bool written, Arguments& found) {
   if (host_visible(t.storage())) {
+    for (const Aliased& s : found.seen) {
+      if (!s.staged && s.original.storage().is_alias_of(t.storage())) {
+        at::Tensor a = view_of_host(t, s.alias.storage(),
+                                    static_cast<size_t>(t.storage_offset()) * t.dtype().itemsize());
+        found.seen.push_back({t, a, written});
+        return a;
+      }
+    }
     auto a = cpu_alias(t);
     found.seen.push_back({t, a, written});
     return a;
