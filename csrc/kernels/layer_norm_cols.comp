@@ -71,7 +71,9 @@ void main() {
     for (uint o = slice; o < pc.rows; o += SLICES) {
       float g = ld3f(DTG, row_offset(1u, o) + eg);
       b += g;
-      if (WANT_W != 0u) w += g * (ld2f(DTX, row_offset(0u, o) + ex) - ld4f(DTS, o)) * ld5f(DTS, o);
+      if (WANT_W != 0u) {
+        w += g * (ld2f(DTX, row_offset(0u, o) + ex) - ld4f(DTS, o)) * ld5f(DTS, o);
+      }
     }
   }
   s_w[slice][col] = w;

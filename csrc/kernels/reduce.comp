@@ -13,8 +13,8 @@
 // Specialisation constants: 0 the op (OP_* below), 1 the input's dtype, 2 the output's, 3 integer
 // math (1) or float (0), 4 a workgroup per row (1) or an invocation (0), 5 / 6 the number of kept
 // / reduced dims (1..4), 7 what is written (OUT_*).
-// Arguments: 0 the output (values, or the indices for OUT_INDEX), 1 the input, 2 the indices
-// (int64) for OUT_BOTH.
+// Arguments: 0 the output (values, or the indices for OUT_INDEX), 1 the input, 2 for OUT_BOTH
+// the indices (int64; max/min) or the mean (var/std, in the output's dtype).
 // Push constants (after base[8]): rows, len, the kept dims' sizes and input strides (in
 // elements, innermost first), the reduced dims' sizes and strides, var/std's correction.
 #version 450
@@ -180,7 +180,8 @@ void write_i(uint o, int64_t v, uint idx) {
 // (explicitly inf or NaN where that divides by zero, as torch's CPU kernel gives).
 float var_of(float q, uint n) {
   float dof = max(0.0, float(n) - pc.correction);
-  float v = dof > 0.0 ? q / dof : (q > 0.0 ? uintBitsToFloat(0x7f800000u) : uintBitsToFloat(0x7fc00000u));
+  float inf = uintBitsToFloat(0x7f800000u), nan = uintBitsToFloat(0x7fc00000u);
+  float v = dof > 0.0 ? q / dof : (q > 0.0 ? inf : nan);
   return OP == OP_STD ? sqrt(v) : v;
 }
 
@@ -217,7 +218,10 @@ void row_float(uint o, uint lid, uint step) {
     q += d * d;
   }
   q = group_sum_f(q, lid);
-  if (lid == 0u) write_f(o, var_of(q, n), 0u);
+  if (lid == 0u) {
+    st0f(DTO, o, var_of(q, n));
+    if (OUT == OUT_BOTH) st2f(DTO, o, mean);  // var_mean / std_mean
+  }
 }
 
 // Row o in 64-bit integer math (sum, max/min).

@@ -128,8 +128,12 @@ std::pair<at::Tensor, at::Tensor> reduce(const at::Tensor& self, uint64_t mask, 
 
   const at::Tensor out =
       at::empty(shape, self.options().dtype(r.out_mode == kIndex ? at::kLong : r.out_dtype));
+  // The second output: max/min's indices, var_mean's / std_mean's mean.
+  const bool moments = r.op == kVar || r.op == kStd;
   const at::Tensor indices =
-      r.out_mode == kBoth ? at::empty(shape, self.options().dtype(at::kLong)) : at::Tensor();
+      r.out_mode == kBoth
+          ? at::empty(shape, self.options().dtype(moments ? r.out_dtype : at::kLong))
+          : at::Tensor();
   Launch l("reduce", self.device().index());
   l.spec(r.op).spec(static_cast<uint32_t>(dti)).spec(static_cast<uint32_t>(dto));
   l.spec(r.int_math ? 1 : 0).spec(per_thread ? 0 : 1).spec(o.n).spec(e.n).spec(r.out_mode);
@@ -222,18 +226,23 @@ bool extreme_dim(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   return true;
 }
 
-// var.correction / std.correction (self, dim?, *, correction?, keepdim): float inputs.
-template <uint32_t Op>
+// var.correction / std.correction (self, dim?, *, correction?, keepdim) and var_mean /
+// std_mean (the same) -> (var or std, mean): float inputs.
+template <uint32_t Op, bool WithMean>
 bool var_std(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor self = arg(op, s, 0).toTensor();
   if (!is_float(self.scalar_type())) throw Declined{};
   const uint64_t mask = dim_mask(arg(op, s, 1), self.dim());
   Reduction r;
   r.op = Op;
+  r.out_mode = WithMean ? kBoth : kValue;
   r.out_dtype = self.scalar_type();
   const c10::IValue& correction = arg(op, s, 2);
   r.correction = correction.isNone() ? 1.0f : correction.toScalar().toFloat();
-  finish(op, s, reduce(self, mask, arg(op, s, 3).toBool(), r).first);
+  auto [v, mean] = reduce(self, mask, arg(op, s, 3).toBool(), r);
+  torch::jit::drop(s, op.schema().arguments().size());
+  s.emplace_back(std::move(v));
+  if (WithMean) s.emplace_back(std::move(mean));
   return true;
 }
 
@@ -252,8 +261,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   kernels::impl(m, "argmin", &arg_extreme<kMin>);
   kernels::impl(m, "max.dim", &extreme_dim<kMax>);
   kernels::impl(m, "min.dim", &extreme_dim<kMin>);
-  kernels::impl(m, "var.correction", &var_std<kVar>);
-  kernels::impl(m, "std.correction", &var_std<kStd>);
+  kernels::impl(m, "var.correction", &var_std<kVar, false>);
+  kernels::impl(m, "std.correction", &var_std<kStd, false>);
+  kernels::impl(m, "var_mean.correction", &var_std<kVar, true>);
+  kernels::impl(m, "std_mean.correction", &var_std<kStd, true>);
 }
 
 }  // namespace mpsrt::torch_glue

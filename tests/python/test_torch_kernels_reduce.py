@@ -142,6 +142,8 @@ def test_var_std(dtype: torch.dtype) -> None:
         check(lambda t: torch.std(t, (0, 1), correction=2), x, kernels=dk())
         check(torch.var, x, kernels=dk())
         check(torch.std, x, kernels=dk())
+        check(lambda t: torch.var_mean(t, (0, 2), keepdim=True), x, kernels=dk())
+        check(lambda t: torch.std_mean(t, 1, correction=0), x, kernels=dk())
     long = (torch.randn(3, 2000) * 4 + 100).to(dtype)  # two passes: no cancellation
     check(lambda t: t.var(1), long, kernels=dk())
     check(lambda t: t.std(0), long, kernels=dk())
@@ -298,3 +300,13 @@ def test_declined_dtypes_fall_back() -> None:
     if dk():
         counts = torch.mpsrt.fallback_counts()
         assert counts.get("aten::var.correction") == 1, counts
+
+
+def test_too_many_dims_fall_back() -> None:
+    # Five reduced dims that do not coalesce (more than reduce.comp's four): the fallback runs.
+    x = torch.randn(2, 3, 2, 3, 2, 3, 2, 3, 2)
+    name = "aten::sum.dim_IntList"
+    check(lambda t: t.sum((0, 2, 4, 6, 8)), x, kernels=dk(), fallbacks=(name,), atol=1e-5)
+    if dk():
+        assert torch.mpsrt.fallback_counts().get(name) == 1
+    check(lambda t: t.sum((0, 2, 4, 6)), x, kernels=dk(), atol=1e-5)  # four: the kernel
