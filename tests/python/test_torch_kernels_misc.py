@@ -107,6 +107,20 @@ def test_scatter_add(device_kernels: bool) -> None:
         kernels=device_kernels,
         atol=1e-5,
     )
+
+    def strided(s: torch.Tensor, i: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        s = s.clone()
+        s[:, ::2].scatter_add_(0, i, x)  # a view with strides (8, 2)
+        return s
+
+    check(
+        strided,
+        torch.randn(5, 8),
+        torch.randint(0, 5, (30, 4)),
+        torch.randn(30, 4),
+        kernels=device_kernels,
+        atol=1e-5,
+    )
     ints = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
     check(
         lambda s, i, x: torch.scatter_add(s, 1, i, x),
@@ -233,9 +247,10 @@ def test_foreach_ops(device_kernels: bool) -> None:
     check(run, xs, ys, zs, kernels=device_kernels, atol=1e-5)
 
 
-def train(device: str, make_opt, steps: int = 3) -> list[torch.Tensor]:
-    """`steps` optimizer steps on a small model on `device` (the same init everywhere);
-    on mpsrt, asserts that the steps ran without the fallback where the device runs kernels."""
+def train(device: str, make_opt, kernels: bool = False, steps: int = 3) -> list[torch.Tensor]:
+    """`steps` optimizer steps on a small model on `device` (the same init everywhere); where
+    the device runs kernels (`kernels`), asserts that the steps ran without the fallback (the
+    forward and backward passes may use it)."""
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4).to(device)
     x = torch.randn(16, 8).to(device)
@@ -246,19 +261,22 @@ def train(device: str, make_opt, steps: int = 3) -> list[torch.Tensor]:
         F.mse_loss(model(x), y).backward()
         torch.mpsrt.reset_fallback_counts()
         opt.step()
-        if device == "mpsrt" and torch.mpsrt._kernels_enabled():
+        if kernels:
             assert torch.mpsrt.fallback_counts() == {}, torch.mpsrt.fallback_counts()
     return [p.detach().cpu() for p in model.parameters()]
 
 
 OPTIMIZERS = {
-    "sgd": lambda p, **kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
+    "sgd": lambda p, **kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1, **kw),
+    "sgd-plain-maximize": lambda p, **kw: torch.optim.SGD(p, lr=0.1, maximize=True, **kw),
     "sgd-nesterov-wd": lambda p, **kw: torch.optim.SGD(
         p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, **kw
     ),
     "adamw": lambda p, **kw: torch.optim.AdamW(p, lr=0.01, **kw),
     "adamw-amsgrad": lambda p, **kw: torch.optim.AdamW(p, lr=0.01, amsgrad=True, **kw),
-    "adam-wd": lambda p, **kw: torch.optim.Adam(p, lr=0.01, weight_decay=0.1, **kw),
+    "adam-wd-maximize": lambda p, **kw: torch.optim.Adam(
+        p, lr=0.01, weight_decay=0.1, maximize=True, **kw
+    ),
 }
 
 
@@ -267,7 +285,7 @@ OPTIMIZERS = {
 def test_optimizer_steps(device_kernels: bool, name: str, fused: bool) -> None:
     make = OPTIMIZERS[name]
     expected = train("cpu", make)
-    got = train("mpsrt", lambda p: make(p, fused=True) if fused else make(p))
+    got = train("mpsrt", lambda p: make(p, fused=True) if fused else make(p), device_kernels)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
