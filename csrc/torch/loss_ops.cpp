@@ -100,7 +100,7 @@ Nll nll_args(const at::Tensor& self, const at::Tensor& target, const c10::IValue
   if (target.scalar_type() != at::kLong || reduction < kNone || reduction > kSum) throw Declined{};
   const int64_t n = batch ? self.size(0) : 1;
   const int64_t c = self.size(-1);
-  if ((batch && target.size(0) != n) || n == 0 || c == 0 || n > kMaxReduced) throw Declined{};
+  if ((batch && target.size(0) != n) || n == 0 || c == 0) throw Declined{};
   a.k.dt = float_dtype(self);
   if (a.weight.defined()) {
     if (a.weight.dim() != 1 || a.weight.numel() != c ||
@@ -111,7 +111,7 @@ Nll nll_args(const at::Tensor& self, const at::Tensor& target, const c10::IValue
   }
   if (ignore_index < INT32_MIN || ignore_index > INT32_MAX) throw Declined{};
   a.k.mean = reduction == kMean;
-  a.p.n = static_cast<uint32_t>(n);
+  a.p.n = static_cast<uint32_t>(narrow(n));
   a.p.c = static_cast<uint32_t>(narrow(c));
   a.p.ignore = static_cast<int32_t>(ignore_index);
   a.p.as[0] = batch ? narrow(self.stride(0)) : 0;
@@ -130,6 +130,7 @@ void nll_forward(const Nll& a, at::Tensor& output, at::Tensor& total_weight) {
     p.gs[0] = narrow(output.stride(0));
     launch_loss(k, p, {output, a.self, a.target, a.weight}, p.n);
   } else {
+    if (a.p.n > kMaxReduced) throw Declined{};
     k.op = kNllReduce;
     launch_loss(k, p, {output, a.self, a.target, a.weight, total_weight}, 1);
   }
