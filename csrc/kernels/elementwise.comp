@@ -395,7 +395,9 @@ int64_t op_i(uint idx[4]) {
   if (OP == OP_NEG) return -a;
   if (OP == OP_RELU) return a > 0l ? a : 0l;
   if (OP == OP_ABS) {
-    int64_t m = a >> 63;  // all ones for negative a (a select here miscompiled on llvmpipe)
+    // Branch-free (all ones for negative a): the select form gave wrong int32 results on
+    // llvmpipe.
+    int64_t m = a >> 63;
     return (a ^ m) - m;
   }
   if (OP == OP_POW) return pow_i(a, b);

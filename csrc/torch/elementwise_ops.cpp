@@ -133,7 +133,7 @@ void launch_elementwise(at::TensorIteratorBase& iter, uint32_t op, const EwOptio
   // A copy within one dtype moves bits (exact for every dtype, NaN payloads included).
   const bool bitwise = op == kCopy && iter.dtype(0) == iter.dtype(1);
   const bool int_math = bitwise || !at::isFloatingType(compute);
-  if (!int_math && compute == at::kDouble) throw Declined{};
+  if ((!int_math && compute == at::kDouble) || at::isComplexType(compute)) throw Declined{};
   int32_t strides[16] = {};
   uint32_t dts[4] = {MPSRT_DTYPE_FLOAT32, MPSRT_DTYPE_FLOAT32, MPSRT_DTYPE_FLOAT32,
                      MPSRT_DTYPE_FLOAT32};
@@ -268,7 +268,7 @@ bool unary(const c10::OperatorHandle& op, torch::jit::Stack& s) {
     if (approximate != "none" && approximate != "tanh") throw Declined{};
     o.variant = approximate == "tanh" ? 1 : 0;
   }
-  if (Op == kNeg && self.scalar_type() == at::kBool) throw Declined{};
+  if ((Op == kNeg || Op == kRelu) && self.scalar_type() == at::kBool) throw Declined{};
   at::Tensor out = out_arg<F>(op, s);
   at::TensorIterator iter = Float ? at::TensorIterator::unary_float_op(out, self)
                                   : at::TensorIterator::unary_op(out, self);
