@@ -10,12 +10,18 @@
 #include "storage_ops.h"
 
 namespace mpsrt::torch_glue {
+
+// copy_kernels.cpp: an mpsrt -> mpsrt copy on the elementwise kernel (any dtypes and strides)
+// where the device runs kernels; false where it did not copy.
+bool copy_on_kernels(const at::Tensor& src, const at::Tensor& dst);
+
 namespace {
 
 // copy_ between cpu and mpsrt or within mpsrt. Same dtype, both dense in the same layout:
 // mpsrt's copy kernel on the destination's current stream (device to device) or one memcpy
-// after the stream's queued work (host <-> device; a staged copy on discrete memory);
-// otherwise torch's CPU copy on aliases (on discrete memory: on host copies).
+// after the stream's queued work (host <-> device; a staged copy on discrete memory); within
+// a device that runs kernels, the elementwise kernel (other dtypes or layouts); otherwise
+// torch's CPU copy on aliases (on discrete memory: on host copies).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   bool same_layout = self.dtype() == dst.dtype() && self.sizes() == dst.sizes() &&
                      self.strides() == dst.strides() && self.is_non_overlapping_and_dense();
@@ -31,6 +37,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
       return dst;
     }
   }
+  if (copy_on_kernels(self, dst)) return dst;
   if ((is_mpsrt(self) && !host_visible(self.storage())) ||
       (is_mpsrt(dst) && !host_visible(dst.storage()))) {
     // Discrete memory: through mpsrt's staging path. Dense tensors of one layout and dtype

@@ -7,13 +7,10 @@ momentum and AdamW steps on a small model, and dropout's reproducibility under a
 
 from __future__ import annotations
 
-import kernel_check
 import pytest
 from kernel_check import check, torch
 
 F = torch.nn.functional
-# The fixture, by its name in this module (where pytest finds it).
-device_kernels = kernel_check.device_kernels
 
 # log_softmax and its backward have their kernels elsewhere (or run through the fallback).
 LOG_SOFTMAX = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kernel_check import check, device_kernels, torch  # noqa: F401 (the fixture)
+from kernel_check import check, torch
 
 # Every test runs with the device's kernels where it has them (the fixture); dk() says whether.
 pytestmark = pytest.mark.usefixtures("device_kernels")
