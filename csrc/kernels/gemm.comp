@@ -17,8 +17,10 @@
 // TM, BN by TN). Shared memory: BK * (BM + BN + 2) floats.
 // Arguments: 0 the output (written), 1 A, 2 B, 3 Cin (any argument where unused: never read).
 // Push constants (after base[8]): M, N, K, batch, then the element strides (batch, row,
-// column) of A, B, Cin and the output, alpha and beta. The caller keeps ceil(K / BK) below
-// 65535 (llvmpipe ends longer loops) and every offset below 2^32 elements.
+// column) of A, B, Cin and the output, alpha and beta. Every offset stays below 2^32 elements.
+// llvmpipe ends an invocation's loops after 65535 iterations of all its loops together: the
+// loops of fixed length are unrolled ([[unroll]]), so an invocation loops about ceil(K / BK) + 4
+// times per output tile it computes, which the caller keeps below that.
 #version 450
 
 layout(constant_id = 7) const uint WG = 256;
@@ -39,6 +41,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
 
 MPSRT_ARG(0)
 MPSRT_ARG(1)
@@ -64,28 +67,30 @@ shared float Bs[BK * BS];  // Bs[k * BS + n]
 // A's contiguous dim (k when A is row-major, m otherwise) so that neighbours load neighbours.
 void stage_a(uint b, uint m0, uint k0) {
   const bool kfast = pc.sak == 1u;
-  for (uint i = gl_LocalInvocationID.x; i < BM * BK; i += WG) {
+  [[unroll]] for (uint r = 0u; r < (BM * BK + WG - 1u) / WG; ++r) {
+    const uint i = gl_LocalInvocationID.x + r * WG;
     const uint m = kfast ? i / BK : i % BM;
     const uint k = kfast ? i % BK : i / BM;
     float v = 0.0;
-    if (m0 + m < pc.M && k0 + k < pc.K) {
+    if (i < BM * BK && m0 + m < pc.M && k0 + k < pc.K) {
       v = ld1f(DT, b * pc.sab + (m0 + m) * pc.sam + (k0 + k) * pc.sak);
     }
-    As[k * AS + m] = v;
+    if (i < BM * BK) As[k * AS + m] = v;
   }
 }
 
 // Stages B's rows k0.. and columns n0.. (BK x BN) in Bs, walking along B's contiguous dim.
 void stage_b(uint b, uint k0, uint n0) {
   const bool kfast = pc.sbn != 1u && pc.sbk == 1u;
-  for (uint i = gl_LocalInvocationID.x; i < BK * BN; i += WG) {
+  [[unroll]] for (uint r = 0u; r < (BK * BN + WG - 1u) / WG; ++r) {
+    const uint i = gl_LocalInvocationID.x + r * WG;
     const uint n = kfast ? i / BK : i % BN;
     const uint k = kfast ? i % BK : i / BN;
     float v = 0.0;
-    if (n0 + n < pc.N && k0 + k < pc.K) {
+    if (i < BK * BN && n0 + n < pc.N && k0 + k < pc.K) {
       v = ld2f(DT, b * pc.sbb + (k0 + k) * pc.sbk + (n0 + n) * pc.sbn);
     }
-    Bs[k * BS + n] = v;
+    if (i < BK * BN) Bs[k * BS + n] = v;
   }
 }
 
@@ -96,26 +101,28 @@ void tile(uint b, uint m0, uint n0) {
   const uint tx = gl_LocalInvocationID.x % RN;
   const uint ty = gl_LocalInvocationID.x / RN;
   float acc[TM * TN];
-  for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
   float a[TM];
   float bv[TN];
   for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
     stage_a(b, m0, k0);
     stage_b(b, k0, n0);
     barrier();
-    for (uint k = 0u; k < BK; ++k) {
-      for (uint i = 0u; i < TM; ++i) a[i] = As[k * AS + ty + i * RM];
-      for (uint j = 0u; j < TN; ++j) bv[j] = Bs[k * BS + tx + j * RN];
-      for (uint i = 0u; i < TM; ++i) {
-        for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = fma(a[i], bv[j], acc[i * TN + j]);
+    [[unroll]] for (uint k = 0u; k < BK; ++k) {
+      [[unroll]] for (uint i = 0u; i < TM; ++i) a[i] = As[k * AS + ty + i * RM];
+      [[unroll]] for (uint j = 0u; j < TN; ++j) bv[j] = Bs[k * BS + tx + j * RN];
+      [[unroll]] for (uint i = 0u; i < TM; ++i) {
+        [[unroll]] for (uint j = 0u; j < TN; ++j) {
+          acc[i * TN + j] = fma(a[i], bv[j], acc[i * TN + j]);
+        }
       }
     }
     barrier();
   }
-  for (uint i = 0u; i < TM; ++i) {
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
     const uint m = m0 + ty + i * RM;
     if (m >= pc.M) continue;
-    for (uint j = 0u; j < TN; ++j) {
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
       const uint n = n0 + tx + j * RN;
       if (n >= pc.N) continue;
       float v = pc.alpha * acc[i * TN + j];

@@ -34,7 +34,11 @@ struct Tiles {
 };
 constexpr Tiles kTiles{};
 
-constexpr uint32_t kMaxGroups = 65535;  // per grid dimension, and llvmpipe's loop limit
+constexpr uint32_t kMaxGroups = 65535;  // per grid dimension
+// llvmpipe ends an invocation's loops once they ran 65535 iterations in all (every loop of the
+// shader counts against one budget): gemm.comp unrolls its fixed loops, so an invocation runs
+// (K chunks + a few) iterations per output tile it computes; kept under this, with a margin.
+constexpr int64_t kLoopBudget = 65000;
 
 // A matrix operand: its tensor and its element strides (batch, row, column).
 struct Mat {
@@ -112,8 +116,15 @@ void push_strides(Launch& l, const Mat& x) {
 void launch_gemm(const Gemm& g) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
   const Tiles t = kTiles;
+  const int64_t tiles[3] = {(g.n + t.bn - 1) / t.bn, (g.m + t.bm - 1) / t.bm, g.batch};
+  uint32_t groups[3] = {};
+  int64_t per_group = 1;  // output tiles per workgroup (the grid strides over the rest)
+  for (int i = 0; i < 3; ++i) {
+    groups[i] = static_cast<uint32_t>(std::min<int64_t>(tiles[i], kMaxGroups));
+    per_group *= (tiles[i] + groups[i] - 1) / groups[i];
+  }
   const int64_t chunks = (g.k + t.bk - 1) / t.bk;
-  if (chunks >= kMaxGroups) throw Declined{};
+  if (per_group * (chunks + 4) > kLoopBudget) throw Declined{};
   const at::Tensor& o = g.out.t;
   const bool has_c = g.c.t.defined();
   Launch l("gemm", o.device().index());
@@ -134,11 +145,7 @@ void launch_gemm(const Gemm& g) {
   push_strides(l, g.c);
   push_strides(l, g.out);
   l.push(g.alpha).push(g.beta);
-  const auto groups = [](int64_t n) {
-    return static_cast<uint32_t>(std::min<int64_t>(n, kMaxGroups));
-  };
-  l.groups(groups((g.n + t.bn - 1) / t.bn), groups((g.m + t.bm - 1) / t.bm), groups(g.batch));
-  l.run();
+  l.groups(groups[0], groups[1], groups[2]).run();
 }
 
 // The three forms of an op: functional, in place (self_) and out=.

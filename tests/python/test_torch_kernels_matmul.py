@@ -76,6 +76,26 @@ def test_mm_large_k(device_kernels: bool, dtype: torch.dtype) -> None:
     check(lambda x, y: y.t() @ x.t(), a, b, kernels=device_kernels, **tol(dtype, 2000))
 
 
+def test_long_k(device_kernels: bool) -> None:
+    # 6250 chunks of K in one invocation (llvmpipe counts all of an invocation's loop
+    # iterations against 65535: the kernel's fixed loops must be unrolled), and a K past that
+    # budget, which declines to the fallback.
+    ones = torch.ones(100_000)
+    got = check(torch.dot, ones, ones, kernels=device_kernels)
+    assert got.item() == 100_000
+    x, y = randn(100_000), randn(100_000)
+    check(torch.dot, x, y, kernels=device_kernels, **tol(torch.float32, 100_000))
+    x, y = randn(1_050_000), randn(1_050_000)
+    check(
+        torch.dot,
+        x,
+        y,
+        kernels=device_kernels,
+        fallbacks=("aten::dot",),
+        **tol(torch.float32, 1_050_000),
+    )
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_bmm(device_kernels: bool, dtype: torch.dtype) -> None:
     skip_bf16_fallback(device_kernels, dtype)
