@@ -553,10 +553,10 @@ void reset_fallback_counts() {
 // Structured ops whose meta function resizes its output twice (elementwise, then reduced): the
 // generic path for a backend without their kernels allocates the reduced output and calls the
 // out= kernel, whose meta then warns that a non-empty output is resized. Their functional CPU
-// kernels through the fallback allocate the output themselves (in mpsrt memory) instead.
+// kernels through the fallback allocate the output themselves (in mpsrt memory) instead
+// (mse_loss: its kernel, loss_ops.cpp, hands what it declines to the fallback the same way).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"mse_loss", "smooth_l1_loss"})
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import math
 
-import kernel_check
 import pytest
 from kernel_check import TOLERANCES, check, torch
-
-device_kernels = kernel_check.device_kernels  # the fixture, for this module's tests
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
