@@ -82,12 +82,13 @@ def device_kernels() -> Iterator[bool]:
     """The PyTorch device's ops run on mpsrt's kernels wherever the device has them
     (torch.mpsrt._set_kernels("device"), as MPSRT_TORCH_KERNELS=device: on lavapipe too, so that
     the tests check every kernel); yields whether this device has them. Fallback counts start
-    afresh; the previous mode comes back after the test."""
+    afresh and torch's CPU generator from seed 0; the previous mode comes back after the test."""
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
     import mpsrt.torch
 
     previous = torch.mpsrt._set_kernels("device")
     torch.mpsrt.reset_fallback_counts()
+    torch.manual_seed(0)  # the tests' random inputs are the same in every run
     try:
         yield torch.mpsrt._kernels_enabled()
     finally:
