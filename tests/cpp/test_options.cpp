@@ -49,7 +49,7 @@ const std::vector<std::string> kNames = {
     "MPSRT_CPU_ISA",          "MPSRT_CPU_THREADS",          "MPSRT_VULKAN_SPIN_US",
     "MPSRT_VULKAN_QUEUES",    "MPSRT_VULKAN_MEMORY",        "MPSRT_STAGING_BYTES",
     "MPSRT_VULKAN_WORKGROUP", "MPSRT_VULKAN_GROUPS_PER_SM", "MPSRT_VULKAN_UNROLL",
-    "MPSRT_VULKAN_VECTOR",    "MPSRT_VULKAN_COPY"};
+    "MPSRT_VULKAN_VECTOR",    "MPSRT_TORCH_KERNELS",        "MPSRT_VULKAN_COPY"};
 
 const std::map<std::string, std::string> kAliases = {
     {"MPSRT_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"},
@@ -136,6 +136,10 @@ TEST(Options, EachVariableIsParsed) {
   EXPECT_EQ(parse({{"MPSRT_VULKAN_VECTOR", "16"}}).vulkan_vector, 16u);
   EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "dma"}}).vulkan_copy, "dma");
   EXPECT_EQ(parse({{"MPSRT_VULKAN_COPY", "kernel"}}).vulkan_copy, "kernel");
+  EXPECT_EQ(parse({}).torch_kernels, "auto");
+  for (const char* v : {"auto", "device", "cpu"}) {
+    EXPECT_EQ(parse({{"MPSRT_TORCH_KERNELS", v}}).torch_kernels, v);
+  }
 }
 
 TEST(Options, PytorchAliasesAreAccepted) {
@@ -264,6 +268,9 @@ TEST(Options, BadValuesThrowNamingTheVariable) {
       {"MPSRT_VULKAN_VECTOR", "8"},
       {"MPSRT_VULKAN_VECTOR", "016"},
       {"MPSRT_VULKAN_VECTOR", ""},
+      {"MPSRT_TORCH_KERNELS", "gpu"},
+      {"MPSRT_TORCH_KERNELS", "Device"},
+      {"MPSRT_TORCH_KERNELS", ""},
       {"MPSRT_VULKAN_COPY", "DMA"},
       {"MPSRT_VULKAN_COPY", "shader"},
       {"MPSRT_VULKAN_COPY", ""},
@@ -353,6 +360,7 @@ TEST(Options, DescribeListsEveryVariableWithItsDefault) {
                                                        {"MPSRT_VULKAN_GROUPS_PER_SM", "0"},
                                                        {"MPSRT_VULKAN_UNROLL", "2"},
                                                        {"MPSRT_VULKAN_VECTOR", "16"},
+                                                       {"MPSRT_TORCH_KERNELS", "auto"},
                                                        {"MPSRT_VULKAN_COPY", "kernel"}};
   for (const mpsrt::OptionInfo& i : infos) {
     SCOPED_TRACE(i.name);

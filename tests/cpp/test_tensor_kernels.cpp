@@ -47,28 +47,30 @@ struct EwPush {
   uint32_t n;
   uint32_t sizes[4];
   int32_t strides[16];
-  float alpha, p0, p1;
+  float p[3];
 };
 
-// out = a + alpha * b (op 1) over n contiguous float32 elements, or out = a * b (op 3).
+// out = a + alpha * b (op 1) over n contiguous float32 elements, or out = a * b (op 3): inputs
+// a and b, and alpha as a scalar third input (its value in its first stride slot).
 KernelLaunch elementwise(uint32_t op, const Buffer& out, const Buffer& a, const Buffer& b,
                          uint32_t n, float alpha) {
   KernelLaunch k;
   k.kernel = mpsrt::kernel_index("elementwise");
-  const uint32_t spec[] = {op, 1, 6, 6, 6, 6, 2, 0, 0};  // dtypes: mpsrt::DType::F32 == 6
-  k.nspec = 9;
-  std::copy(spec, spec + 9, k.spec);
+  // op, 1 dim, dtypes mpsrt::DType::F32 (6), 3 inputs, float math, input 3 a scalar, variant 0
+  const uint32_t spec[] = {op, 1, 6, 6, 6, 6, 3, 0, 1u << 3, 0};
+  k.nspec = 10;
+  std::copy(spec, spec + 10, k.spec);
   k.nargs = 4;
   k.args[0] = {&out, 0, out.nbytes(), true};
   k.args[1] = {&a, 0, a.nbytes(), false};
   k.args[2] = {&b, 0, b.nbytes(), false};
-  k.args[3] = {&out, 0, out.nbytes(), false};  // unused by a binary op
+  k.args[3] = {&out, 0, out.nbytes(), false};  // a scalar input: bound, never read
   EwPush p{};
   p.n = n;
   p.sizes[0] = n;
   p.sizes[1] = p.sizes[2] = p.sizes[3] = 1;
   p.strides[0] = p.strides[4] = p.strides[8] = 1;
-  p.alpha = alpha;
+  std::memcpy(&p.strides[12], &alpha, 4);
   std::memcpy(k.push, &p, sizeof p);
   k.push_bytes = sizeof p;
   k.groups[0] = (n + 255) / 256;
