@@ -86,6 +86,25 @@ bool count_op(const c10::FunctionSchema& schema, bool staged) {
   return !std::exchange(warned, true);
 }
 
+// The CPU allocator while a CPU kernel runs for the fallback: on the op's device, its new
+// allocations are mpsrt memory (host-visible), which the returns then adopt without a copy.
+// A DataPtr's context is its pointer, as torch's CPU allocations have it (Allocator::
+// raw_allocate asserts it: oneDNN's scratch memory comes that way); the mpsrt buffer behind a
+// pointer is in g_captured until the memory is freed or adopted.
+std::mutex g_captured_mu;
+std::unordered_map<void*, MpsrtBuffer*> g_captured;
+
+MpsrtBuffer* take_captured(void* p) {
+  std::lock_guard<std::mutex> lock(g_captured_mu);
+  const auto it = g_captured.find(p);
+  if (it == g_captured.end()) return nullptr;
+  MpsrtBuffer* b = it->second;
+  g_captured.erase(it);
+  return b;
+}
+
+void free_captured(void* p);
+
 struct CaptureAllocator final : c10::Allocator {
   c10::Allocator* base = nullptr;
   c10::DataPtr allocate(size_t nbytes) override {
@@ -94,7 +113,11 @@ struct CaptureAllocator final : c10::Allocator {
       MpsrtBuffer* b = nullptr;
       void* host = nullptr;
       if (g_api->buffer_alloc(nbytes, d, &b, &host) == MPSRT_OK) {
-        if (host != nullptr) return {host, b, &free_buffer, c10::Device(c10::kCPU)};
+        if (host != nullptr) {
+          std::lock_guard<std::mutex> lock(g_captured_mu);
+          g_captured.emplace(host, b);
+          return {host, host, &free_captured, c10::Device(c10::kCPU)};
+        }
         g_api->buffer_free(b);
       }
       // Out of device memory (or not host-visible): the kernel's allocation goes to the host;
@@ -103,12 +126,21 @@ struct CaptureAllocator final : c10::Allocator {
     }
     return base->allocate(nbytes);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return base->raw_deleter(); }
+  // raw_deallocate of either kind of memory (free_captured hands the host's to base's).
+  c10::DeleterFnPtr raw_deleter() const override { return &free_captured; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
 };
 CaptureAllocator g_capture;
+
+void free_captured(void* p) {
+  if (MpsrtBuffer* b = take_captured(p)) {
+    free_buffer(b);
+  } else if (p != nullptr) {
+    g_capture.base->raw_deleter()(p);  // raw_allocate'd by the base allocator
+  }
+}
 
 struct CaptureScope {
   int previous;
@@ -476,13 +508,15 @@ class Returns {
     for (const auto& [k, v] : adopted_)
       if (k == simpl) return v;
     const auto& dp = r.storage().data_ptr();
-    if (dp.get_deleter() != &free_buffer || r.storage().data() == nullptr) return std::nullopt;
+    if (dp.get_deleter() != &free_captured || r.storage().data() == nullptr) return std::nullopt;
     // Hand the memory over only when nothing but this op's returns holds the CPU storage.
     if (static_cast<size_t>(r.storage().use_count()) != holders(simpl)) return std::nullopt;
     c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
-    taken.unsafe_set_device(c10::Device(kDev, d_));
-    c10::Storage st(c10::Storage::use_byte_size_t(), simpl->nbytes(), std::move(taken),
-                    &device_allocator(), /*resizable=*/true);
+    void* host = taken.release_context();  // its buffer is now the device storage's
+    MpsrtBuffer* b = take_captured(host);
+    c10::Storage st(c10::Storage::use_byte_size_t(), simpl->nbytes(),
+                    c10::DataPtr(host, b, &free_buffer, c10::Device(kDev, d_)), &device_allocator(),
+                    /*resizable=*/true);
     adopted_.emplace_back(simpl, st);
     return st;
   }
@@ -524,7 +558,6 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "the mpsrt device\")");
   }
 }
-
 
 void install_capture_allocator() {
   g_capture.base = c10::GetCPUAllocator();

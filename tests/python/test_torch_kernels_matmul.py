@@ -31,16 +31,6 @@ def tol(dtype: torch.dtype, k: int) -> dict[str, float]:
     return {"rtol": r, "atol": a * math.sqrt(max(k, 1))}
 
 
-def skip_bf16_fallback(kernels: bool, dtype: torch.dtype) -> None:
-    """Where the device runs no kernels, bfloat16 products run torch's CPU kernel (oneDNN)
-    through the fallback, and that fails: its scratch buffer (Allocator::raw_allocate) comes
-    from the fallback's capturing CPU allocator, whose DataPtr's context is not its pointer
-    (torch asserts dptr.get() == dptr.get_context()). A bug of the fallback, not of these
-    kernels: skipped there until it is fixed."""
-    if not kernels and dtype == torch.bfloat16:
-        pytest.skip("bfloat16 products through the fallback hit raw_allocate's assert")
-
-
 def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(shape).to(dtype)
 
@@ -48,7 +38,6 @@ def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("mkn", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_mm_shapes(device_kernels: bool, dtype: torch.dtype, mkn: tuple[int, int, int]) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     m, k, n = mkn
     a, b = randn(m, k, dtype=dtype), randn(k, n, dtype=dtype)
     check(torch.mm, a, b, kernels=device_kernels, **tol(dtype, k))
@@ -66,7 +55,6 @@ def test_mm_transposed_and_strided(device_kernels: bool) -> None:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_mm_large_k(device_kernels: bool, dtype: torch.dtype) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     # 125 chunks of K for one output tile.
     a, b = randn(5, 2000, dtype=dtype), randn(2000, 3, dtype=dtype)
     check(torch.mm, a, b, kernels=device_kernels, **tol(dtype, 2000))
@@ -95,7 +83,6 @@ def test_long_k(device_kernels: bool) -> None:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_bmm(device_kernels: bool, dtype: torch.dtype) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     a, b = randn(3, 37, 29, dtype=dtype), randn(3, 29, 70, dtype=dtype)
     t = tol(dtype, 29)
     check(torch.bmm, a, b, kernels=device_kernels, **t)
@@ -136,7 +123,6 @@ def test_bmm_expanded_batch(device_kernels: bool) -> None:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_addmm_bias_alpha_beta(device_kernels: bool, dtype: torch.dtype) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     m, k, n = 37, 29, 53
     a, b = randn(m, k, dtype=dtype), randn(k, n, dtype=dtype)
     t = tol(dtype, k)
@@ -179,7 +165,6 @@ def test_addmm_bias_alpha_beta(device_kernels: bool, dtype: torch.dtype) -> None
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_baddbmm(device_kernels: bool, dtype: torch.dtype) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     a, b = randn(2, 21, 19, dtype=dtype), randn(2, 19, 66, dtype=dtype)
     t = tol(dtype, 19)
     for bias in (
@@ -280,7 +265,6 @@ def test_inplace(device_kernels: bool) -> None:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_vector_products(device_kernels: bool, dtype: torch.dtype) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     # mv runs as addmv: a one-column product; dot as a 1 x K by K x 1 product.
     a, v, w = randn(37, 29, dtype=dtype), randn(29, dtype=dtype), randn(58, dtype=dtype)
     t = tol(dtype, 29)
@@ -357,7 +341,6 @@ def test_empty_dims(device_kernels: bool) -> None:
 def test_linear_forward_backward(
     device_kernels: bool, dtype: torch.dtype, batch: tuple[int, ...]
 ) -> None:
-    skip_bf16_fallback(device_kernels, dtype)
     x, w, bias = randn(*batch, 29, dtype=dtype), randn(37, 29, dtype=dtype), randn(37, dtype=dtype)
     grad = randn(*batch, 37, dtype=dtype)
 
