@@ -1,5 +1,5 @@
 // Kernels of the vulkan backend: fill, copy and random fills as compute shaders
-// (shaders/*.comp, compiled to SPIR-V by glslc at build time); copies that a kernel cannot do
+// (csrc/kernels/runtime/*.comp, compiled to SPIR-V by glslc at build time); copies that a kernel cannot do
 // (offsets that disagree mod 4, staging memory, MPSRT_VULKAN_COPY=dma) as vkCmdCopyBuffer.
 //
 // Storage buffers are bound through push descriptors in windows of at most

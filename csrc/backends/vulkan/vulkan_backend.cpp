@@ -15,7 +15,8 @@
 //   vk_queue.cpp     - Queue: a VkQueue of the device (shared under a mutex when there are fewer
 //                      VkQueues than streams); a CommandBuffer is a recording of commands,
 //                      turned into VkCommandBuffers when submitted
-//   vk_kernels.cpp   - the fill, copy and random kernels (shaders/)
+//   vk_kernels.cpp   - the fill, copy and random kernels (csrc/kernels/runtime/)
+//   vk_tensor_kernels.cpp - the tensor kernels (csrc/kernels/*.comp): CommandBuffer::dispatch
 //   vk_common.cpp    - helpers for all of them (vk_common.h)
 #include <memory>
 #include <mutex>
