@@ -88,8 +88,8 @@ bool multi_head_attention(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const auto t = [&](size_t i) { return arg(op, s, i).toTensor(); };
   const at::Tensor q = t(0), k = t(1), v = t(2);
   const int64_t e = arg(op, s, 3).toInt(), heads = arg(op, s, 4).toInt();
-  if (!arg(op, s, 9).isNone() || q.dim() != 3 || k.dim() != 3 || v.dim() != 3 ||
-      q.size(2) != e || k.sizes() != v.sizes() || q.is_nested()) {
+  if (!arg(op, s, 9).isNone() || q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || q.size(2) != e ||
+      k.sizes() != v.sizes() || q.is_nested()) {
     throw Declined{};
   }
   auto [out, weights] = attention(q, k, v, heads, t(5), t(6), t(7), t(8), arg(op, s, 10).toBool(),

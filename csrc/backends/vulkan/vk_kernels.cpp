@@ -1,6 +1,7 @@
 // Kernels of the vulkan backend: fill, copy and random fills as compute shaders
-// (csrc/kernels/runtime/*.comp, compiled to SPIR-V by glslc at build time); copies that a kernel cannot do
-// (offsets that disagree mod 4, staging memory, MPSRT_VULKAN_COPY=dma) as vkCmdCopyBuffer.
+// (csrc/kernels/runtime/*.comp, compiled to SPIR-V by glslc at build time); copies that a
+// kernel cannot do (offsets that disagree mod 4, staging memory, MPSRT_VULKAN_COPY=dma) as
+// vkCmdCopyBuffer.
 //
 // Storage buffers are bound through push descriptors in windows of at most
 // DeviceShared::window_bytes (maxStorageBufferRange is 128 MiB on lavapipe, and a window is at

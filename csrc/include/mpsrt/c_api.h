@@ -101,7 +101,7 @@ typedef struct MpsrtKernelLaunch {
 
 /* MPSRT_TORCH_KERNELS: where the PyTorch device's operators run. */
 enum MpsrtTorchKernels {
-  MPSRT_TORCH_KERNELS_AUTO = 0,   /* the device's kernels on a GPU, CPU kernels on CPU-type devices */
+  MPSRT_TORCH_KERNELS_AUTO = 0, /* the device's kernels on a GPU, CPU kernels on CPU-type devices */
   MPSRT_TORCH_KERNELS_DEVICE = 1, /* the device's kernels wherever it has them */
   MPSRT_TORCH_KERNELS_CPU = 2     /* CPU kernels on every device */
 };
