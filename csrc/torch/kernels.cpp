@@ -2,6 +2,7 @@
 // launches through the C API, and the boxed registration with the fallback behind it.
 #include "kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -228,6 +229,16 @@ void boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 }  // namespace
+
+std::vector<std::string> kernel_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, k] : registry()) {
+    (void)k;
+    out.push_back(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void impl(torch::Library& m, const char* name, Kernel k) {
   const std::string full = std::string("aten::") + name;

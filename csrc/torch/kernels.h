@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "runtime.h"
 
@@ -76,6 +77,8 @@ class Launch {
 // runs, it replaces the arguments with the returns (finish()).
 using Kernel = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 void impl(torch::Library& m, const char* name, Kernel k);
+// The ops registered with impl(), by name ("aten::add.Tensor"), sorted.
+std::vector<std::string> kernel_ops();
 
 // The op's argument i (0-based) on the stack, and the stack's arguments replaced by `result`.
 const c10::IValue& arg(const c10::OperatorHandle& op, const torch::jit::Stack& s, size_t i);

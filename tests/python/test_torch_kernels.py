@@ -71,3 +71,19 @@ def test_kernels_leave_no_fallback_and_ops_without_one_fall_back(device_kernels:
         >= 1
     )
     torch.testing.assert_close(v.cpu(), torch.kthvalue(y.cpu(), 3, dim=1)[0])
+
+
+def test_the_kernel_ops_are_listed() -> None:
+    ops = torch.mpsrt._kernel_ops()
+    assert ops == sorted(ops) and len(ops) == len(set(ops))
+    for name in (
+        "aten::add.Tensor",
+        "aten::mm",
+        "aten::_softmax",
+        "aten::native_layer_norm",
+        "aten::index_select",
+        "aten::nll_loss_forward",
+        "aten::_fused_adamw_",
+    ):
+        assert name in ops
+    assert "aten::atan" not in ops and "aten::kthvalue" not in ops

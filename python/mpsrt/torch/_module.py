@@ -254,3 +254,9 @@ def _kernels_enabled(device: Any = None) -> bool:
     """True when the device's ops run on mpsrt's kernels (the device has them and the mode asks
     for them there)."""
     return bool(torch.ops.mpsrt_torch._kernels_enabled(_index(device)))
+
+
+def _kernel_ops() -> list[str]:
+    """The aten ops that have a kernel of mpsrt's (``"aten::add.Tensor"``, sorted): where the
+    device runs its kernels they run there unless a call declines (then the fallback runs it)."""
+    return list(torch.ops.mpsrt_torch._kernel_ops())
