@@ -19,8 +19,7 @@ void check_event_owner(const detail::EventImpl* e) {
 }
 }  // namespace
 
-Event::Event(bool enable_timing)
-    : timing_(enable_timing), id_(g_next_event_id.fetch_add(1, std::memory_order_relaxed)) {}
+Event::Event(bool enable_timing) : timing_(enable_timing) {}
 Event::~Event() = default;
 Event::Event(Event&&) noexcept = default;
 Event& Event::operator=(Event&&) noexcept = default;
@@ -30,6 +29,7 @@ void Event::record(const Stream& stream) {
   check_event_owner(impl_.get());
   if (!impl_) {
     impl_ = std::make_unique<detail::EventImpl>(Runtime::get().device(stream.device()), timing_);
+    id_ = g_next_event_id.fetch_add(1, std::memory_order_relaxed);  // torch's: 0 until recorded
   }
   impl_->record(*detail::Access::impl(stream));
 }

@@ -67,6 +67,8 @@ TORCH_LIBRARY(mpsrt_torch, m) {
   m.def("_reset_fallback_counts() -> ()", &reset_fallback_counts);
   m.def("_set_kernels(str mode) -> str", &kernels::set_mode);
   m.def("_kernels_forget() -> ()", &kernels::forget);
+  m.def("_default_stream(int device) -> int",
+        [](int64_t d) { return torch_stream(api().stream_default(static_cast<int>(d))).id(); });
   m.def("_kernel_ops() -> str[]", &kernels::kernel_ops);
   m.def("_kernels_enabled(int device) -> bool",
         [](int64_t d) { return kernels::enabled(static_cast<c10::DeviceIndex>(d)); });

@@ -1017,11 +1017,18 @@ TEST_P(EventTest, AfterEventSynchronizeTheStreamQueryAgrees) {
   EXPECT_EQ(late, 0) << "stream.query() was false right after event.query() was true";
 }
 
-TEST_P(EventTest, IdsAreUniqueAndStable) {
+// torch's event_id: 0 until the first record, then unique and stable.
+TEST_P(EventTest, IdsAreZeroUntilRecordedThenUniqueAndStable) {
   Stream s = mpsrt::stream_from_pool();
   Event a, b;
-  EXPECT_NE(a.id(), b.id());
+  EXPECT_EQ(a.id(), 0u);
+  EXPECT_EQ(b.id(), 0u);
+  a.record(s);
+  b.record(s);
   const uint64_t id = a.id();
+  EXPECT_NE(id, 0u);
+  EXPECT_NE(b.id(), 0u);
+  EXPECT_NE(b.id(), id);
   a.record(s);
   a.synchronize();
   EXPECT_EQ(a.id(), id);

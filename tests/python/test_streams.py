@@ -856,9 +856,13 @@ def test_event_keywords_and_ids() -> None:
     a = mpsrt.Event(enable_timing=True, blocking=True, interprocess=False)
     b = mpsrt.Event(False, True)
     assert a.enable_timing and not b.enable_timing
-    assert isinstance(a.event_id, int) and a.event_id != b.event_id
-    first = a.event_id
+    # torch's event_id: 0 until the first record, then unique and stable.
+    assert a.event_id == 0 and b.event_id == 0
     assert a.device is None
+    a.record()
+    b.record()
+    first = a.event_id
+    assert isinstance(first, int) and first != 0 and b.event_id not in (0, first)
     a.record()
     a.synchronize()
     assert a.event_id == first, "event_id is stable for the event's life"

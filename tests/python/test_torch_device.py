@@ -1036,3 +1036,31 @@ def test_device_module_lazy_hooks() -> None:
     assert calls == [mpsrt.current_device()]  # already initialised: runs at once
     assert not torch.mpsrt._is_in_bad_fork()
     assert torch.mpsrt.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+
+
+def test_default_stream_and_the_stream_context() -> None:
+    # torch.mpsrt.default_stream works on every supported torch (2.13 has no
+    # torch._C._get_default_stream); torch.mpsrt.stream(s) is torch.cuda.stream's context.
+    default = torch.mpsrt.default_stream()
+    assert isinstance(default, torch.Stream) and default.device.type == "mpsrt"
+    assert default == torch.mpsrt.current_stream()
+    s = torch.Stream(device="mpsrt")
+    with torch.mpsrt.stream(s) as entered:
+        assert entered is s and torch.mpsrt.current_stream() == s
+        x = torch.ones(1000, device="mpsrt") * 3  # queued on s
+    assert torch.mpsrt.current_stream() == default
+    s.synchronize()
+    assert x.sum().item() == 3000
+    with torch.mpsrt.stream(None):
+        assert torch.mpsrt.current_stream() == default
+
+
+def test_rng_state_offset_is_torch_cudas_private_api() -> None:
+    torch.mpsrt.manual_seed(7)
+    assert torch.mpsrt._get_rng_state_offset() == 0
+    a = torch.rand(100, device="mpsrt")
+    offset = torch.mpsrt._get_rng_state_offset()
+    assert offset > 0
+    torch.mpsrt._set_rng_state_offset(0)
+    assert torch.equal(torch.rand(100, device="mpsrt").cpu(), a.cpu())  # the same numbers again
+    assert torch.mpsrt._get_rng_state_offset("mpsrt:0") == offset

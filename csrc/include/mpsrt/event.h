@@ -38,7 +38,8 @@ class MPSRT_API Event {
   /// complete first (as torch.mps). Throws std::invalid_argument unless both have timing
   /// enabled, are recorded, and on one device.
   double elapsed_time(const Event& end) const;
-  /// A number unique to this Event in the process, stable for its life (torch's event_id).
+  /// torch's event_id: 0 until the first record(), then a number unique to this Event in the
+  /// process, stable for the rest of its life.
   uint64_t id() const noexcept { return id_; }
 
   bool enable_timing() const noexcept { return timing_; }

@@ -157,6 +157,16 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "mpsrt") -> None:
     mpsrt.set_rng_state(new_state.contiguous().cpu(), _index(device))
 
 
+def _get_rng_state_offset(device: Any = "mpsrt") -> int:
+    """torch.cuda._get_rng_state_offset: the device's default generator's Philox offset."""
+    return mpsrt.random.default_generator(_index(device)).get_offset()
+
+
+def _set_rng_state_offset(offset: int, device: Any = "mpsrt") -> None:
+    """torch.cuda._set_rng_state_offset: sets the device's default generator's Philox offset."""
+    mpsrt.random.default_generator(_index(device)).set_offset(offset)
+
+
 def get_rng_state_all() -> list[torch.Tensor]:
     return [get_rng_state(i) for i in range(device_count())]
 
@@ -221,11 +231,39 @@ def current_stream(device: Any = None) -> torch.Stream:
 
 
 def default_stream(device: Any = None) -> torch.Stream:
-    return torch._C._get_default_stream(torch.device("mpsrt", _index(device)))
+    d = _index(device)
+    current = torch.accelerator.current_stream(d)  # a torch.Stream of this device type
+    sid = torch.ops.mpsrt_torch._default_stream(d)
+    return torch.Stream(stream_id=sid, device_index=d, device_type=current.device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:
     torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """torch.cuda.StreamContext for mpsrt: makes `stream` its device's current stream inside the
+    block and restores the previous one after it; None does nothing."""
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        self.stream = stream
+        self._previous: torch.Stream | None = None
+
+    def __enter__(self) -> torch.Stream | None:
+        if self.stream is not None:
+            self._previous = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            torch.accelerator.set_stream(self._previous)
+            self._previous = None
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    """torch.cuda.stream for mpsrt: `with torch.mpsrt.stream(s): ...`."""
+    return StreamContext(stream)
 
 
 def fallback_counts() -> dict[str, int]:
