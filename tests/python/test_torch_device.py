@@ -1064,3 +1064,16 @@ def test_rng_state_offset_is_torch_cudas_private_api() -> None:
     torch.mpsrt._set_rng_state_offset(0)
     assert torch.equal(torch.rand(100, device="mpsrt").cpu(), a.cpu())  # the same numbers again
     assert torch.mpsrt._get_rng_state_offset("mpsrt:0") == offset
+
+
+def test_autocast_bans_binary_cross_entropy_as_on_cuda() -> None:
+    x = torch.rand(4, device="mpsrt")
+    y = torch.rand(4, device="mpsrt")
+    loss = torch.nn.functional.binary_cross_entropy(x, y)  # outside autocast it runs
+    want = torch.nn.functional.binary_cross_entropy(x.cpu(), y.cpu())
+    torch.testing.assert_close(loss.cpu(), want)
+    with torch.autocast(device_type="mpsrt", dtype=torch.float16):
+        with pytest.raises(RuntimeError, match="BCELoss are unsafe to autocast"):
+            torch.nn.functional.binary_cross_entropy(x, y)
+        # the logits form is safe, as on CUDA
+        torch.nn.functional.binary_cross_entropy_with_logits(x, y)
