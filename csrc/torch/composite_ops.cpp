@@ -5,7 +5,15 @@
 // dropout's backward and clamp with tensor bounds. Each composition dispatches to the device again
 // (so a declined piece still falls back on its own); the result is torch's, dtype and shape
 // included.
-#include <ATen/ATen.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -63,18 +71,18 @@ bool float_test_op(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 }
 
 // all / any over dims (none: every dim) as the minimum / maximum of self != 0, a bool tensor.
-enum class Dims { kAll, kOne, kList };
+enum class AllAnyDims { kAll, kOne, kList };
 
-template <bool Any, Dims D, bool Out>
+template <bool Any, AllAnyDims D, bool Out>
 bool all_any(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor self = arg(op, s, 0).toTensor();
   if (self.numel() == 0 || self.is_complex()) throw Declined{};
   std::vector<int64_t> dims;
   bool keepdim = false;
-  if constexpr (D == Dims::kOne) {
+  if constexpr (D == AllAnyDims::kOne) {
     dims.push_back(arg(op, s, 1).toInt());
     keepdim = arg(op, s, 2).toBool();
-  } else if constexpr (D == Dims::kList) {
+  } else if constexpr (D == AllAnyDims::kList) {
     if (!arg(op, s, 1).isNone()) dims = arg(op, s, 1).toIntVector();
     keepdim = arg(op, s, 2).toBool();
   }
@@ -83,7 +91,7 @@ bool all_any(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   // torch's all / any of uint8 give uint8; of every other dtype, bool.
   if (self.scalar_type() == at::kByte) r = r.to(at::kByte);
   if constexpr (Out) {
-    at::Tensor out = arg(op, s, D == Dims::kAll ? 1 : 3).toTensor();
+    at::Tensor out = arg(op, s, D == AllAnyDims::kAll ? 1 : 3).toTensor();
     if (out.scalar_type() != r.scalar_type()) throw Declined{};
     finish(op, s, into(out, r));
   } else {
@@ -110,13 +118,13 @@ bool dropout_backward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 
 // clamp with tensor bounds: maximum with the lower, then minimum with the upper (torch's order:
 // a lower bound above the upper gives the upper; NaN anywhere gives NaN).
-enum ClampKind { kClamp, kClampMin, kClampMax };
+enum TensorClamp { kClampBoth, kClampMin, kClampMax };
 
-template <ClampKind K, bool Out>
+template <TensorClamp K, bool Out>
 bool clamp_tensor(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor self = arg(op, s, 0).toTensor();
   std::optional<at::Tensor> lo, hi;
-  if constexpr (K == kClamp) {
+  if constexpr (K == kClampBoth) {
     lo = arg(op, s, 1).toOptional<at::Tensor>();
     hi = arg(op, s, 2).toOptional<at::Tensor>();
     if (!lo && !hi) throw Declined{};  // torch's error comes from the fallback
@@ -130,7 +138,7 @@ bool clamp_tensor(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   if (lo) r = at::maximum(r, *lo);
   if (hi) r = at::minimum(r, *hi);
   if constexpr (Out) {
-    at::Tensor out = arg(op, s, K == kClamp ? 3 : 2).toTensor();
+    at::Tensor out = arg(op, s, K == kClampBoth ? 3 : 2).toTensor();
     if (!at::canCast(r.scalar_type(), out.scalar_type())) throw Declined{};
     finish(op, s, into(out, r));
   } else {
@@ -148,20 +156,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   kernels::impl(m, "isposinf.out", &float_test_op<kIsPosInf, true>);
   kernels::impl(m, "isinf", &float_test_op<kIsInf, false>);
   kernels::impl(m, "isnan", &float_test_op<kIsNan, false>);
-  kernels::impl(m, "all", &all_any<false, Dims::kAll, false>);
-  kernels::impl(m, "all.dim", &all_any<false, Dims::kOne, false>);
-  kernels::impl(m, "all.dims", &all_any<false, Dims::kList, false>);
-  kernels::impl(m, "all.out", &all_any<false, Dims::kOne, true>);
-  kernels::impl(m, "all.dims_out", &all_any<false, Dims::kList, true>);
-  kernels::impl(m, "all.all_out", &all_any<false, Dims::kAll, true>);
-  kernels::impl(m, "any", &all_any<true, Dims::kAll, false>);
-  kernels::impl(m, "any.dim", &all_any<true, Dims::kOne, false>);
-  kernels::impl(m, "any.dims", &all_any<true, Dims::kList, false>);
-  kernels::impl(m, "any.out", &all_any<true, Dims::kOne, true>);
-  kernels::impl(m, "any.dims_out", &all_any<true, Dims::kList, true>);
-  kernels::impl(m, "any.all_out", &all_any<true, Dims::kAll, true>);
-  kernels::impl(m, "clamp.Tensor", &clamp_tensor<kClamp, false>);
-  kernels::impl(m, "clamp.Tensor_out", &clamp_tensor<kClamp, true>);
+  kernels::impl(m, "all", &all_any<false, AllAnyDims::kAll, false>);
+  kernels::impl(m, "all.dim", &all_any<false, AllAnyDims::kOne, false>);
+  kernels::impl(m, "all.dims", &all_any<false, AllAnyDims::kList, false>);
+  kernels::impl(m, "all.out", &all_any<false, AllAnyDims::kOne, true>);
+  kernels::impl(m, "all.dims_out", &all_any<false, AllAnyDims::kList, true>);
+  kernels::impl(m, "all.all_out", &all_any<false, AllAnyDims::kAll, true>);
+  kernels::impl(m, "any", &all_any<true, AllAnyDims::kAll, false>);
+  kernels::impl(m, "any.dim", &all_any<true, AllAnyDims::kOne, false>);
+  kernels::impl(m, "any.dims", &all_any<true, AllAnyDims::kList, false>);
+  kernels::impl(m, "any.out", &all_any<true, AllAnyDims::kOne, true>);
+  kernels::impl(m, "any.dims_out", &all_any<true, AllAnyDims::kList, true>);
+  kernels::impl(m, "any.all_out", &all_any<true, AllAnyDims::kAll, true>);
+  kernels::impl(m, "clamp.Tensor", &clamp_tensor<kClampBoth, false>);
+  kernels::impl(m, "clamp.Tensor_out", &clamp_tensor<kClampBoth, true>);
   kernels::impl(m, "clamp_min.Tensor", &clamp_tensor<kClampMin, false>);
   kernels::impl(m, "clamp_min.Tensor_out", &clamp_tensor<kClampMin, true>);
   kernels::impl(m, "clamp_max.Tensor", &clamp_tensor<kClampMax, false>);

@@ -146,9 +146,9 @@ bool gather(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 
 // scatter_add's three forms: out = self + the src elements added at the positions index names
 // along dim (functional: a copy of self; in place: self; out=: out after copying self in).
-enum class Form { kFunctional, kInplace, kOut };
+enum class IndexForm { kFunctional, kInplace, kOut };
 
-template <Form F>
+template <IndexForm F>
 bool scatter_add(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor self = arg(op, s, 0).toTensor();
   const at::Tensor index = arg(op, s, 2).toTensor();
@@ -162,14 +162,14 @@ bool scatter_add(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::ScalarType st = self.scalar_type();
   if ((st != at::kFloat && st != at::kInt) || src.scalar_type() != st) throw Declined{};
   at::Tensor out;
-  if constexpr (F == Form::kOut) {
+  if constexpr (F == IndexForm::kOut) {
     out = arg(op, s, 4).toTensor();
     if (out.sizes() != self.sizes() || out.scalar_type() != st) throw Declined{};
-  } else if constexpr (F == Form::kInplace) {
+  } else if constexpr (F == IndexForm::kInplace) {
     out = self;
   }
   if (out.defined() && at::has_internal_overlap(out) == at::MemOverlap::Yes) throw Declined{};
-  if (F == Form::kFunctional) {
+  if (F == IndexForm::kFunctional) {
     out = self.clone();
   } else if (!out.is_same(self)) {
     out.copy_(self);
@@ -217,9 +217,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   kernels::impl(m, "index_select", &index_select);
   kernels::impl(m, "gather", &gather<false>);
   kernels::impl(m, "gather.out", &gather<true>);
-  kernels::impl(m, "scatter_add", &scatter_add<Form::kFunctional>);
-  kernels::impl(m, "scatter_add_", &scatter_add<Form::kInplace>);
-  kernels::impl(m, "scatter_add.out", &scatter_add<Form::kOut>);
+  kernels::impl(m, "scatter_add", &scatter_add<IndexForm::kFunctional>);
+  kernels::impl(m, "scatter_add_", &scatter_add<IndexForm::kInplace>);
+  kernels::impl(m, "scatter_add.out", &scatter_add<IndexForm::kOut>);
   kernels::impl(m, "embedding_dense_backward", &embedding_backward);
 }
 

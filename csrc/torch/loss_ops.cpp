@@ -26,8 +26,8 @@ enum LossOp : uint32_t {
   kMseReduce = 4,
   kMseBackward = 5
 };
-enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
-constexpr int kMaxDims = 5;
+enum LossReduction : int64_t { kLossNone = 0, kLossMean = 1, kLossSum = 2 };
+constexpr int kLossMaxDims = 5;
 constexpr int64_t kMaxReduced = int64_t(256) * 65535;  // one workgroup's loop limit
 
 // loss.comp's push constants after base[8] (nll's strides in the mse fields: see there).
@@ -36,14 +36,14 @@ struct LossPush {
   uint32_t c = 1;
   int32_t ignore = 0;
   float scale = 1.0f;
-  uint32_t sizes[kMaxDims] = {1, 1, 1, 1, 1};
-  int32_t as[kMaxDims] = {};
-  int32_t bs[kMaxDims] = {};
-  int32_t gs[kMaxDims] = {};
+  uint32_t sizes[kLossMaxDims] = {1, 1, 1, 1, 1};
+  int32_t as[kLossMaxDims] = {};
+  int32_t bs[kLossMaxDims] = {};
+  int32_t gs[kLossMaxDims] = {};
 };
 static_assert(sizeof(LossPush) == 96, "loss.comp's push constants");
 
-int32_t narrow(int64_t v) {
+int32_t narrow_loss(int64_t v) {
   if (v < 0 || v > INT32_MAX) throw Declined{};
   return static_cast<int32_t>(v);
 }
@@ -87,7 +87,7 @@ void launch_loss(const LossLaunch& k, const LossPush& p, std::initializer_list<a
 // nll_loss's checked arguments: input [N, C] or [C], target [N] or [], weight [C] or none.
 struct Nll {
   at::Tensor self, target, weight;
-  int64_t reduction = kMean;
+  int64_t reduction = kLossMean;
   LossLaunch k;
   LossPush p;
 };
@@ -97,7 +97,8 @@ Nll nll_args(const at::Tensor& self, const at::Tensor& target, const c10::IValue
   Nll a{self, target, weight.isNone() ? at::Tensor() : weight.toTensor(), reduction};
   const bool batch = self.dim() == 2;
   if ((self.dim() != 1 && !batch) || target.dim() != self.dim() - 1) throw Declined{};
-  if (target.scalar_type() != at::kLong || reduction < kNone || reduction > kSum) throw Declined{};
+  if (target.scalar_type() != at::kLong || reduction < kLossNone || reduction > kLossSum)
+    throw Declined{};
   const int64_t n = batch ? self.size(0) : 1;
   const int64_t c = self.size(-1);
   if ((batch && target.size(0) != n) || n == 0 || c == 0) throw Declined{};
@@ -107,16 +108,16 @@ Nll nll_args(const at::Tensor& self, const at::Tensor& target, const c10::IValue
         a.weight.scalar_type() != self.scalar_type())
       throw Declined{};
     a.k.weight = true;
-    a.p.bs[1] = narrow(a.weight.stride(0));
+    a.p.bs[1] = narrow_loss(a.weight.stride(0));
   }
   if (ignore_index < INT32_MIN || ignore_index > INT32_MAX) throw Declined{};
-  a.k.mean = reduction == kMean;
-  a.p.n = static_cast<uint32_t>(narrow(n));
-  a.p.c = static_cast<uint32_t>(narrow(c));
+  a.k.mean = reduction == kLossMean;
+  a.p.n = static_cast<uint32_t>(narrow_loss(n));
+  a.p.c = static_cast<uint32_t>(narrow_loss(c));
   a.p.ignore = static_cast<int32_t>(ignore_index);
-  a.p.as[0] = batch ? narrow(self.stride(0)) : 0;
-  a.p.as[1] = narrow(self.stride(-1));
-  a.p.bs[0] = batch ? narrow(target.stride(0)) : 0;
+  a.p.as[0] = batch ? narrow_loss(self.stride(0)) : 0;
+  a.p.as[1] = narrow_loss(self.stride(-1));
+  a.p.bs[0] = batch ? narrow_loss(target.stride(0)) : 0;
   return a;
 }
 
@@ -124,10 +125,10 @@ Nll nll_args(const at::Tensor& self, const at::Tensor& target, const c10::IValue
 void nll_forward(const Nll& a, at::Tensor& output, at::Tensor& total_weight) {
   LossLaunch k = a.k;
   LossPush p = a.p;
-  if (a.reduction == kNone && a.self.dim() == 2) {
+  if (a.reduction == kLossNone && a.self.dim() == 2) {
     total_weight.zero_();
     k.op = kNll;
-    p.gs[0] = narrow(output.stride(0));
+    p.gs[0] = narrow_loss(output.stride(0));
     launch_loss(k, p, {output, a.self, a.target, a.weight}, p.n);
   } else {
     if (a.p.n > kMaxReduced) throw Declined{};
@@ -140,7 +141,7 @@ template <bool Out>
 bool nll_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const Nll a = nll_args(arg(op, s, 0).toTensor(), arg(op, s, 1).toTensor(), arg(op, s, 2),
                          arg(op, s, 3).toInt(), arg(op, s, 4).toInt());
-  const bool rows = a.reduction == kNone && a.self.dim() == 2;
+  const bool rows = a.reduction == kLossNone && a.self.dim() == 2;
   const std::vector<int64_t> out_sizes =
       rows ? std::vector<int64_t>{a.self.size(0)} : std::vector<int64_t>{};
   at::Tensor output, total_weight;
@@ -169,7 +170,7 @@ bool nll_loss_backward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   Nll a = nll_args(arg(op, s, 1).toTensor(), arg(op, s, 2).toTensor(), arg(op, s, 3),
                    arg(op, s, 4).toInt(), arg(op, s, 5).toInt());
   const at::Tensor total_weight = arg(op, s, 6).toTensor();
-  const bool rows = a.reduction == kNone && a.self.dim() == 2;
+  const bool rows = a.reduction == kLossNone && a.self.dim() == 2;
   if (grad.scalar_type() != a.self.scalar_type() || total_weight.numel() != 1 ||
       total_weight.scalar_type() != a.self.scalar_type() ||
       (rows ? grad.dim() != 1 || grad.size(0) != a.self.size(0) : grad.numel() != 1))
@@ -186,7 +187,7 @@ bool nll_loss_backward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   }
   a.k.op = kNllBackward;
   a.k.grad_dt = a.k.dt;
-  a.p.gs[0] = rows ? narrow(grad.stride(0)) : 0;
+  a.p.gs[0] = rows ? narrow_loss(grad.stride(0)) : 0;
   launch_loss(a.k, a.p, {gi, grad, a.target, a.weight, total_weight}, uint64_t(a.p.n) * a.p.c);
   finish(op, s, gi);
   return true;
@@ -195,17 +196,17 @@ bool nll_loss_backward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 // mse_loss's shape in the kernel's terms: innermost first; strides of a, b and (if defined)
 // the gradient expanded to the shape.
 LossPush mse_push(const at::Tensor& a, const at::Tensor& b, const at::Tensor& grad) {
-  if (a.sizes() != b.sizes() || a.dim() > kMaxDims || a.numel() == 0) throw Declined{};
+  if (a.sizes() != b.sizes() || a.dim() > kLossMaxDims || a.numel() == 0) throw Declined{};
   LossPush p;
   const int64_t nd = a.dim();
   for (int64_t k = 0; k < nd; ++k) {
     const int64_t d = nd - 1 - k;
-    p.sizes[d] = static_cast<uint32_t>(narrow(a.size(k)));
-    p.as[d] = narrow(a.stride(k));
-    p.bs[d] = narrow(b.stride(k));
-    p.gs[d] = grad.defined() ? narrow(grad.stride(k)) : 0;
+    p.sizes[d] = static_cast<uint32_t>(narrow_loss(a.size(k)));
+    p.as[d] = narrow_loss(a.stride(k));
+    p.bs[d] = narrow_loss(b.stride(k));
+    p.gs[d] = grad.defined() ? narrow_loss(grad.stride(k)) : 0;
   }
-  p.n = static_cast<uint32_t>(narrow(a.numel()));
+  p.n = static_cast<uint32_t>(narrow_loss(a.numel()));
   return p;
 }
 
@@ -225,12 +226,13 @@ bool mse_loss(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor a = arg(op, s, 0).toTensor();
   const at::Tensor b = arg(op, s, 1).toTensor();
   const int64_t reduction = arg(op, s, 2).toInt();
-  if (reduction < kNone || reduction > kSum) throw Declined{};
+  if (reduction < kLossNone || reduction > kLossSum) throw Declined{};
   const LossPush p = mse_push(a, b, at::Tensor());
-  LossLaunch k = mse_launch(reduction == kNone ? kMse : kMseReduce, a, b);
-  k.mean = reduction == kMean;
-  if (reduction != kNone && a.numel() > kMaxReduced) throw Declined{};
-  const std::vector<int64_t> sizes = reduction == kNone ? a.sizes().vec() : std::vector<int64_t>{};
+  LossLaunch k = mse_launch(reduction == kLossNone ? kMse : kMseReduce, a, b);
+  k.mean = reduction == kLossMean;
+  if (reduction != kLossNone && a.numel() > kMaxReduced) throw Declined{};
+  const std::vector<int64_t> sizes =
+      reduction == kLossNone ? a.sizes().vec() : std::vector<int64_t>{};
   at::Tensor out;
   if constexpr (Out) {
     out = arg(op, s, 3).toTensor();
@@ -252,13 +254,14 @@ bool mse_loss_backward(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor a = arg(op, s, 1).toTensor();
   const at::Tensor b = arg(op, s, 2).toTensor();
   const int64_t reduction = arg(op, s, 3).toInt();
-  if (reduction < kNone || reduction > kSum || grad.scalar_type() != a.scalar_type())
+  if (reduction < kLossNone || reduction > kLossSum || grad.scalar_type() != a.scalar_type())
     throw Declined{};
-  if (reduction != kNone ? grad.numel() != 1 : grad.dim() > a.dim()) throw Declined{};
+  if (reduction != kLossNone ? grad.numel() != 1 : grad.dim() > a.dim()) throw Declined{};
   const at::Tensor g =
-      reduction != kNone ? grad.reshape({}).expand(a.sizes()) : grad.expand(a.sizes());
+      reduction != kLossNone ? grad.reshape({}).expand(a.sizes()) : grad.expand(a.sizes());
   LossPush p = mse_push(a, b, g);
-  p.scale = reduction == kMean ? static_cast<float>(2.0 / static_cast<double>(a.numel())) : 2.0f;
+  p.scale =
+      reduction == kLossMean ? static_cast<float>(2.0 / static_cast<double>(a.numel())) : 2.0f;
   const LossLaunch k = mse_launch(kMseBackward, a, b);
   at::Tensor gi;
   if constexpr (Out) {

@@ -149,16 +149,16 @@ void launch_gemm(const Gemm& g) {
 }
 
 // The three forms of an op: functional, in place (self_) and out=.
-enum class Form { kFunctional, kInplace, kOut };
+enum class MatmulForm { kFunctional, kInplace, kOut };
 
 // mm / bmm (self, mat2[, out]).
-template <bool Batched, Form F>
+template <bool Batched, MatmulForm F>
 bool product(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   Gemm g;
   const at::Tensor a = arg(op, s, 0).toTensor();
   shapes(a, arg(op, s, 1).toTensor(), Batched, &g);
   at::Tensor out;
-  if constexpr (F == Form::kOut) {
+  if constexpr (F == MatmulForm::kOut) {
     out = arg(op, s, 2).toTensor();
     if (out.scalar_type() != a.scalar_type()) throw Declined{};
     at::native::resize_output(out, out_shape(g, Batched));
@@ -188,7 +188,7 @@ c10::Scalar real_scalar(const c10::IValue& v) {
 }
 
 // addmm / baddbmm (self, mat1, mat2, beta, alpha[, out]); in place: self is the output.
-template <bool Batched, Form F>
+template <bool Batched, MatmulForm F>
 bool add_product(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   Gemm g;
   const at::Tensor self = arg(op, s, 0).toTensor();
@@ -198,10 +198,10 @@ bool add_product(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const std::vector<int64_t> shape = out_shape(g, Batched);
   bias(self, shape, &g);
   at::Tensor out;
-  if constexpr (F == Form::kInplace) {
+  if constexpr (F == MatmulForm::kInplace) {
     if (self.sizes() != c10::IntArrayRef(shape)) throw Declined{};
     out = self;
-  } else if constexpr (F == Form::kOut) {
+  } else if constexpr (F == MatmulForm::kOut) {
     out = arg(op, s, 5).toTensor();
     if (out.scalar_type() != self.scalar_type()) throw Declined{};
     at::native::resize_output(out, shape);
@@ -238,7 +238,7 @@ void vector_shapes(const at::Tensor& mat, const at::Tensor& vec, Gemm* g) {
 }
 
 // addmv (self, mat, vec, beta, alpha[, out]): mm with a one-column B; in place: self is out.
-template <Form F>
+template <MatmulForm F>
 bool add_mv(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   Gemm g;
   const at::Tensor self = arg(op, s, 0).toTensor();
@@ -250,10 +250,10 @@ bool add_mv(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   if (!at::is_expandable_to(self.sizes(), shape)) throw Declined{};
   if (g.beta != 0.0f) g.c = column(self.expand(shape));
   at::Tensor out;
-  if constexpr (F == Form::kInplace) {
+  if constexpr (F == MatmulForm::kInplace) {
     if (self.sizes() != c10::IntArrayRef(shape)) throw Declined{};
     out = self;
-  } else if constexpr (F == Form::kOut) {
+  } else if constexpr (F == MatmulForm::kOut) {
     out = arg(op, s, 5).toTensor();
     if (out.scalar_type() != self.scalar_type()) throw Declined{};
     at::native::resize_output(out, shape);
@@ -268,7 +268,7 @@ bool add_mv(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 }
 
 // dot (self, tensor[, out]): a 1 x K row times a K x 1 column, into a 0-dim tensor.
-template <Form F>
+template <MatmulForm F>
 bool dot(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor x = arg(op, s, 0).toTensor();
   const at::Tensor y = arg(op, s, 1).toTensor();
@@ -281,7 +281,7 @@ bool dot(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   g.a = row(x);
   g.b = column(y);
   at::Tensor out;
-  if constexpr (F == Form::kOut) {
+  if constexpr (F == MatmulForm::kOut) {
     out = arg(op, s, 2).toTensor();
     if (out.scalar_type() != x.scalar_type()) throw Declined{};
     at::native::resize_output(out, {});
@@ -298,7 +298,7 @@ bool dot(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  using F = Form;
+  using F = MatmulForm;
   kernels::impl(m, "mm", &product<false, F::kFunctional>);
   kernels::impl(m, "mm.out", &product<false, F::kOut>);
   kernels::impl(m, "bmm", &product<true, F::kFunctional>);

@@ -1,5 +1,6 @@
 // The PyTorch device "mpsrt" (PrivateUse1): the glue torch calls. `import mpsrt.torch` compiles
-// the translation units of this folder together against the installed torch
+// the files of this folder as one translation unit (mpsrt/torch/_glue.py: file-local names are
+// distinct across the files) against the installed torch
 // (torch.utils.cpp_extension.load), loads the library with torch.ops.load_library and calls
 // mpsrt_torch::_init (below) with the address of mpsrt's C API table (the capsule
 // mpsrt._C._c_api). Everything here reaches the runtime through that table only

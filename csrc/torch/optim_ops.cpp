@@ -25,8 +25,8 @@ enum OptimOp : uint32_t {
   kLerp = 0,
   kAddcmul = 1,
   kAddcdiv = 2,
-  kSqrt = 3,
-  kMaximum = 4,
+  kOptimSqrt = 3,
+  kOptimMaximum = 4,
   kAdam = 5,
   kSgd = 6
 };
@@ -151,7 +151,7 @@ bool foreach_sqrt(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   std::vector<at::Tensor> outs;
   for (const at::Tensor& t : lists[0]) {
     outs.push_back(Inplace ? t : at::empty_like(t, at::MemoryFormat::Contiguous));
-    launch_optim(kSqrt, 0, dt, dt, OptimPush{}, {outs.back(), t}, 1);
+    launch_optim(kOptimSqrt, 0, dt, dt, OptimPush{}, {outs.back(), t}, 1);
   }
   finish_void(op, s);
   if (!Inplace) s.emplace_back(std::move(outs));
@@ -163,7 +163,7 @@ bool foreach_maximum(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const Lists lists{list_arg(op, s, 0), list_arg(op, s, 1)};
   const uint32_t dt = check_lists(lists);
   for (size_t i = 0; i < lists[0].size(); ++i)
-    launch_optim(kMaximum, 0, dt, dt, OptimPush{}, {lists[0][i], lists[1][i]}, 1);
+    launch_optim(kOptimMaximum, 0, dt, dt, OptimPush{}, {lists[0][i], lists[1][i]}, 1);
   finish_void(op, s);
   return true;
 }

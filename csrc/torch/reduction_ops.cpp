@@ -26,24 +26,24 @@ using kernels::Launch;
 enum RedOp : uint32_t { kSum = 0, kMean = 1, kMax = 2, kMin = 3, kVar = 4, kStd = 5 };
 enum RedOut : uint32_t { kValue = 0, kIndex = 1, kBoth = 2 };
 
-constexpr int kMaxDims = 4;          // per side (kept, reduced) after coalescing
-constexpr uint32_t kLocal = 256;     // reduce.comp's workgroup
-constexpr int64_t kMaxLoop = 65534;  // llvmpipe ends a loop after 65535 iterations
+constexpr int kReduceMaxDims = 4;          // per side (kept, reduced) after coalescing
+constexpr uint32_t kReduceLocal = 256;     // reduce.comp's workgroup
+constexpr int64_t kReduceMaxLoop = 65534;  // llvmpipe ends a loop after 65535 iterations
 
-bool is_float(at::ScalarType t) {
+bool reduce_is_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }
-bool is_int(at::ScalarType t) {
+bool reduce_is_int(at::ScalarType t) {
   return t == at::kLong || t == at::kInt || t == at::kShort || t == at::kChar || t == at::kByte ||
          t == at::kBool;
 }
 
 // Dims listed outermost first, merged where the outer one continues the inner one and with
-// size-1 dims dropped, innermost first: at most kMaxDims (else Declined), at least one.
+// size-1 dims dropped, innermost first: at most kReduceMaxDims (else Declined), at least one.
 struct Dims {
   uint32_t n = 0;
-  uint32_t size[kMaxDims] = {1, 1, 1, 1};
-  uint32_t stride[kMaxDims] = {0, 0, 0, 0};
+  uint32_t size[kReduceMaxDims] = {1, 1, 1, 1};
+  uint32_t stride[kReduceMaxDims] = {0, 0, 0, 0};
   uint64_t numel = 1;
 };
 
@@ -58,7 +58,7 @@ Dims coalesce(const std::vector<std::pair<int64_t, int64_t>>& dims) {
     }
     out.emplace_back(size, stride);
   }
-  if (out.size() > static_cast<size_t>(kMaxDims)) throw Declined{};
+  if (out.size() > static_cast<size_t>(kReduceMaxDims)) throw Declined{};
   Dims d;
   d.n = static_cast<uint32_t>(std::max<size_t>(out.size(), 1));
   for (size_t i = 0; i < out.size(); ++i) {
@@ -121,9 +121,10 @@ std::pair<at::Tensor, at::Tensor> reduce(const at::Tensor& self, uint64_t mask, 
   const Dims o = coalesce(kept), e = coalesce(red);
   // An invocation per row for short rows and for rows whose kept dim is the dense one
   // (column reductions: neighbouring invocations read neighbouring elements); else a workgroup.
-  const bool per_thread = e.numel <= 32 || (o.stride[0] == 1 && o.numel >= kLocal &&
-                                            e.numel <= static_cast<uint64_t>(kMaxLoop));
-  if (!per_thread && e.numel > kLocal * static_cast<uint64_t>(kMaxLoop)) throw Declined{};
+  const bool per_thread = e.numel <= 32 || (o.stride[0] == 1 && o.numel >= kReduceLocal &&
+                                            e.numel <= static_cast<uint64_t>(kReduceMaxLoop));
+  if (!per_thread && e.numel > kReduceLocal * static_cast<uint64_t>(kReduceMaxLoop))
+    throw Declined{};
   if (o.numel > UINT32_MAX || e.numel > UINT32_MAX) throw Declined{};
 
   const at::Tensor out =
@@ -146,7 +147,7 @@ std::pair<at::Tensor, at::Tensor> reduce(const at::Tensor& self, uint64_t mask, 
   l.push(static_cast<uint32_t>(o.numel)).push(static_cast<uint32_t>(e.numel));
   l.push(o.size).push(o.stride).push(e.size).push(e.stride).push(r.correction);
   if (per_thread) {
-    l.grid(o.numel, kLocal);
+    l.grid(o.numel, kReduceLocal);
   } else {
     const uint64_t x = std::min<uint64_t>(o.numel, 65535);
     l.groups(static_cast<uint32_t>(x), static_cast<uint32_t>((o.numel + x - 1) / x));
@@ -159,13 +160,13 @@ std::pair<at::Tensor, at::Tensor> reduce(const at::Tensor& self, uint64_t mask, 
 // outputs in float32 math, integer outputs (of integer or bool inputs) in int64.
 Reduction sum_like(uint32_t op, const at::Tensor& self, const c10::IValue& dtype) {
   const at::ScalarType in = self.scalar_type();
-  if (!is_float(in) && !is_int(in)) throw Declined{};
+  if (!reduce_is_float(in) && !reduce_is_int(in)) throw Declined{};
   Reduction r;
   r.op = op;
-  r.out_dtype = !dtype.isNone() ? dtype.toScalarType() : is_int(in) ? at::kLong : in;
-  if (is_int(r.out_dtype) && r.out_dtype != at::kBool && op == kSum && is_int(in)) {
+  r.out_dtype = !dtype.isNone() ? dtype.toScalarType() : reduce_is_int(in) ? at::kLong : in;
+  if (reduce_is_int(r.out_dtype) && r.out_dtype != at::kBool && op == kSum && reduce_is_int(in)) {
     r.int_math = true;
-  } else if (!is_float(r.out_dtype)) {
+  } else if (!reduce_is_float(r.out_dtype)) {
     throw Declined{};  // mean of integers without a float dtype, float sums into integers
   }
   return r;
@@ -174,12 +175,12 @@ Reduction sum_like(uint32_t op, const at::Tensor& self, const c10::IValue& dtype
 // max / min / argmax / argmin: values in the input's dtype, float or int64 math.
 Reduction extreme(uint32_t op, const at::Tensor& self, uint32_t out_mode) {
   const at::ScalarType in = self.scalar_type();
-  if (!is_float(in) && !is_int(in)) throw Declined{};
+  if (!reduce_is_float(in) && !reduce_is_int(in)) throw Declined{};
   Reduction r;
   r.op = op;
   r.out_mode = out_mode;
   r.out_dtype = out_mode == kIndex ? at::kLong : in;
-  r.int_math = is_int(in);
+  r.int_math = reduce_is_int(in);
   return r;
 }
 
@@ -231,7 +232,7 @@ bool extreme_dim(const c10::OperatorHandle& op, torch::jit::Stack& s) {
 template <uint32_t Op, bool WithMean>
 bool var_std(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   const at::Tensor self = arg(op, s, 0).toTensor();
-  if (!is_float(self.scalar_type())) throw Declined{};
+  if (!reduce_is_float(self.scalar_type())) throw Declined{};
   const uint64_t mask = dim_mask(arg(op, s, 1), self.dim());
   Reduction r;
   r.op = Op;

@@ -6,8 +6,19 @@
 // add), each of which dispatches to the device again, so the whole layer runs on the device's
 // kernels. Elsewhere (the cpu backend, CPU-type devices) the fallback runs torch's fused CPU
 // kernel, which is faster there. Masks other than none decline (the fallback takes them).
-#include <ATen/ATen.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/layer_norm.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/softmax.h>
 #include <torch/library.h>
+
+#include <cmath>
 
 #include "kernels.h"
 
@@ -39,7 +50,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
   const at::Tensor q = split(q_in, 0, t), k = split(k_in, 1, s), v = split(v_in, 2, s);
   at::Tensor out, weights;
   if (need_weights) {
-    const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
+    const at::Tensor scores =
+        at::mul(at::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(d)));
     const at::Tensor p = at::softmax(scores, -1);
     out = at::matmul(p, v);
     weights = average ? p.mean(1) : p;
@@ -73,11 +85,11 @@ bool encoder_layer(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   };
   at::Tensor x = src;
   if (norm_first) {
-    x = x + mha(norm(x, 10));
-    x = x + ffn(norm(x, 12));
+    x = at::add(x, mha(norm(x, 10)));
+    x = at::add(x, ffn(norm(x, 12)));
   } else {
-    x = norm(x + mha(x), 10);
-    x = norm(x + ffn(x), 12);
+    x = norm(at::add(x, mha(x)), 10);
+    x = norm(at::add(x, ffn(x)), 12);
   }
   finish(op, s, x);
   return true;
