@@ -1,6 +1,7 @@
 // The allocators torch uses on the mpsrt device: see allocator.h.
 #include "allocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <algorithm>
@@ -109,18 +110,52 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator)
 // Page-locked host memory is what a GPU copies from asynchronously; mpsrt's host-visible
 // devices need nothing special, so "pinned" memory is host memory this allocator made and can
 // recognise (torch asks isPinnedPtr for pin_memory(), is_pinned() and DDP's reducer buffers).
-struct PinnedAllocator final : c10::Allocator {
+// It is also the device's host allocator (at::getHostAllocator(PrivateUse1): torch.accelerator's
+// empty_host_cache / host memory stats): it caches nothing, so emptying the cache has nothing
+// to free, and a block needs no event (it is freed when its tensor is, as torch's CPU memory).
+struct PinnedAllocator final : at::HostAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     void* p = nbytes == 0 ? nullptr : c10::alloc_cpu(nbytes);
     if (p != nullptr) {
       std::lock_guard<std::mutex> lock(mu());
       live().emplace(reinterpret_cast<uintptr_t>(p), nbytes);
+      Stats& st = stats();
+      for (c10::CachingAllocator::Stat* x : {&st.s.active_requests, &st.s.allocations}) {
+        x->increase(1);
+      }
+      for (c10::CachingAllocator::Stat* x : {&st.s.active_bytes, &st.s.allocated_bytes}) {
+        x->increase(nbytes);
+      }
+      ++st.s.num_host_alloc;
     }
     return {p, p, &release, c10::Device(c10::kCPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
+  }
+  bool record_event(void*, void*, c10::Stream) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> lock(mu());
+    return stats().s;
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard<std::mutex> lock(mu());
+    at::HostStats& st = stats().s;
+    for (c10::CachingAllocator::Stat* x :
+         {&st.active_requests, &st.active_bytes, &st.allocations, &st.allocated_bytes}) {
+      x->reset_accumulated();
+    }
+    st.num_host_alloc = st.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    std::lock_guard<std::mutex> lock(mu());
+    at::HostStats& st = stats().s;
+    for (c10::CachingAllocator::Stat* x :
+         {&st.active_requests, &st.active_bytes, &st.allocations, &st.allocated_bytes}) {
+      x->reset_peak();
+    }
   }
   // True for any address inside a live allocation of this allocator.
   static bool contains(const void* ptr) {
@@ -133,11 +168,25 @@ struct PinnedAllocator final : c10::Allocator {
   }
 
  private:
+  struct Stats {
+    at::HostStats s;
+  };
   static void release(void* p) {
     if (p == nullptr) return;
     {
       std::lock_guard<std::mutex> lock(mu());
-      live().erase(reinterpret_cast<uintptr_t>(p));
+      const auto it = live().find(reinterpret_cast<uintptr_t>(p));
+      if (it != live().end()) {
+        Stats& st = stats();
+        for (c10::CachingAllocator::Stat* x : {&st.s.active_requests, &st.s.allocations}) {
+          x->decrease(1);
+        }
+        for (c10::CachingAllocator::Stat* x : {&st.s.active_bytes, &st.s.allocated_bytes}) {
+          x->decrease(it->second);
+        }
+        ++st.s.num_host_free;
+        live().erase(it);
+      }
     }
     c10::free_cpu(p);
   }
@@ -150,8 +199,13 @@ struct PinnedAllocator final : c10::Allocator {
     static auto* m = new std::map<uintptr_t, size_t>;
     return *m;
   }
+  static Stats& stats() {
+    static auto* st = new Stats;
+    return *st;
+  }
 };
 PinnedAllocator g_pinned;
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_pinned)
 
 }  // namespace
 

@@ -1077,3 +1077,20 @@ def test_autocast_bans_binary_cross_entropy_as_on_cuda() -> None:
             torch.nn.functional.binary_cross_entropy(x, y)
         # the logits form is safe, as on CUDA
         torch.nn.functional.binary_cross_entropy_with_logits(x, y)
+
+
+def test_empty_host_cache_after_the_device_was_used(backend: str) -> None:
+    # torch.accelerator.empty_host_cache() asks the device's host allocator (pinned memory):
+    # mpsrt registers one (it caches nothing). In a fresh interpreter: it used to crash.
+    code = (
+        "import torch, mpsrt.torch\n"
+        "x = torch.ones(4, device='mpsrt') * 2\n"
+        "p = torch.ones(1000).pin_memory()\n"
+        "assert p.is_pinned()\n"
+        "torch.accelerator.empty_host_cache()\n"
+        "x.copy_(p[:4], non_blocking=True)\n"
+        "print(x.cpu().tolist(), p.is_pinned())\n"
+    )
+    r = run_python(code, backend)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[0] == "[1.0, 1.0, 1.0, 1.0] True"
