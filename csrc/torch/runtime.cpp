@@ -38,8 +38,9 @@ void check_index(c10::DeviceIndex d) {
   int n = api().device_count();
   // No devices because the runtime cannot start (e.g. a forked child): mpsrt's reason.
   TORCH_CHECK(n > 0 || *api().last_error() == '\0', api().last_error());
-  TORCH_CHECK_INDEX(d >= 0 && d < n, "The device index is out of range. It must be in [0, ", n,
-                    "), but got ", static_cast<int>(d), ".");
+  // A RuntimeError, as CUDA's "invalid device ordinal" (torch's device-generic tests expect it).
+  TORCH_CHECK(d >= 0 && d < n, "The device index is out of range. It must be in [0, ", n,
+              "), but got ", static_cast<int>(d), ".");
 }
 
 c10::Stream torch_stream(MpsrtStream* s) {

@@ -338,10 +338,14 @@ def test_bad_input() -> None:
     with pytest.raises(RuntimeError, match="negative dimension"):
         torch.empty(-1, device="mpsrt")
     n = mpsrt.device_count()
-    with pytest.raises(IndexError, match="The device index is out of range"):
+    # Out-of-range indices and invalid device strings raise what torch raises for CUDA.
+    with pytest.raises(RuntimeError, match="The device index is out of range"):
         torch.empty(2, device=f"mpsrt:{n}")
-    with pytest.raises(IndexError, match="The device index is out of range"):
+    with pytest.raises(RuntimeError, match="The device index is out of range"):
         torch.mpsrt.set_device(n)
+    for bad in ("mpsrt:x", "mpsrt:1:2", "mpsrt:-"):
+        with pytest.raises(RuntimeError, match=f"Invalid device string: '{bad}'"):
+            torch.mpsrt.synchronize(bad)
     with pytest.raises(ValueError, match="expected an mpsrt device"):
         torch.mpsrt.memory_allocated("cpu")
 

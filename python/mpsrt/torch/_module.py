@@ -31,7 +31,8 @@ def _index(device: Any = None) -> int:
         )
     n = mpsrt.device_count()
     if device < 0 or device >= n:
-        raise IndexError(
+        # A RuntimeError, as torch.cuda's "invalid device ordinal".
+        raise RuntimeError(
             f"The device index is out of range. It must be in [0, {n}), but got {device}."
         )
     return device
