@@ -99,6 +99,17 @@ def device_kernels() -> Iterator[bool]:
         mpsrt.synchronize()
 
 
+@pytest.fixture
+def kernels_only(device_kernels: bool) -> None:
+    """For the tests of the kernel families (test_torch_kernels_*.py): they compare the
+    device's kernels with torch's CPU kernels, so they run where the device has kernels (vulkan,
+    here on lavapipe) and are skipped, saying so, where it has none (the cpu backend: there the
+    "device" result is the CPU kernel itself, run by the fallback, which test_torch_device.py
+    and test_torch_kernels.py test on every backend)."""
+    if not device_kernels:
+        pytest.skip("this device runs no kernels: the kernel tests compare kernels with torch CPU")
+
+
 @pytest.fixture(autouse=True)
 def _restore_device(backend: str) -> Iterator[None]:
     yield

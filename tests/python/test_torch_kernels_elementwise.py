@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from kernel_check import check, torch
 
+# Where the device runs kernels (conftest.kernels_only says why not elsewhere).
+pytestmark = pytest.mark.usefixtures("kernels_only")
+
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
 

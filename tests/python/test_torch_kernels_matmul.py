@@ -11,6 +11,9 @@ import math
 import pytest
 from kernel_check import TOLERANCES, check, torch
 
+# Where the device runs kernels (conftest.kernels_only says why not elsewhere).
+pytestmark = pytest.mark.usefixtures("kernels_only")
+
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
 # (M, K, N): one element, odd sizes, exact tiles (64 x 64, K chunks of 16), one past them.

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from kernel_check import check, torch
 
+# Where the device runs kernels (conftest.kernels_only says why not elsewhere).
+pytestmark = pytest.mark.usefixtures("kernels_only")
+
 F = torch.nn.functional
 
 # log_softmax and its backward have their kernels elsewhere (or run through the fallback).

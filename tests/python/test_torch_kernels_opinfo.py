@@ -4,7 +4,7 @@ keyword arguments), on every backend; where the device runs kernels (`device_ker
 samples run on them unless the op declines one (a dtype or shape its kernel does not take), and
 each op here must run at least one of its float32 samples on its kernel.
 
-MPSRT_TEST_OPINFO_SAMPLES caps the samples per op and dtype (default 8: the README's test
+MPSRT_TEST_OPINFO_SAMPLES caps the samples per op and dtype (default 4: the README's test
 command stays within its time); `all` runs every sample (CI's extended step)."""
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 from kernel_check import assert_close, to_device, torch
 
+# Where the device runs kernels (conftest.kernels_only says why not elsewhere).
+pytestmark = pytest.mark.usefixtures("kernels_only")
+
 common_methods_invocations = pytest.importorskip(
     "torch.testing._internal.common_methods_invocations",
     reason="torch's OpInfo database needs expecttest: pip install expecttest",
 )
 
-_CAP = os.environ.get("MPSRT_TEST_OPINFO_SAMPLES", "8")
+_CAP = os.environ.get("MPSRT_TEST_OPINFO_SAMPLES", "4")
 CAP = None if _CAP == "all" else int(_CAP)
 
 # OpInfo names whose aten ops have kernels, with the dtypes their kernels take.

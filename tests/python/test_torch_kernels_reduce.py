@@ -12,7 +12,7 @@ import pytest
 from kernel_check import check, torch
 
 # Every test runs with the device's kernels where it has them (the fixture); dk() says whether.
-pytestmark = pytest.mark.usefixtures("device_kernels")
+pytestmark = pytest.mark.usefixtures("device_kernels", "kernels_only")
 
 
 def dk() -> bool:

@@ -1,6 +1,6 @@
 """Multi-threaded stress of the allocator, streams, events and generators (hardening).
 
-Eight threads mix, for MPSRT_STRESS_SECONDS in all (default 15, split evenly across the
+Eight threads mix, for MPSRT_STRESS_SECONDS in all (default 8, split evenly across the
 available backends): allocations of random sizes (64 B .. 16 MiB, log-uniform), fills with
 per-thread patterns and verification of contents, device copies, stream switches, events
 (record / wait / query / synchronize), random numbers from per-thread Generators,
@@ -47,7 +47,7 @@ import numpy as np
 import pytest
 
 BACKENDS = mpsrt.available_backends()
-TOTAL_SECONDS = float(os.environ.get("MPSRT_STRESS_SECONDS", "15"))
+TOTAL_SECONDS = float(os.environ.get("MPSRT_STRESS_SECONDS", "8"))
 SECONDS = TOTAL_SECONDS / max(1, len(BACKENDS))  # per backend
 N_THREADS = 8
 MIN_BYTES, MAX_BYTES = 64, 16 << 20
