@@ -32,7 +32,8 @@ std::string mode();
 void forget();
 std::string set_mode(const std::string& mode);
 
-// mpsrt/dtype.h's id (MPSRT_DTYPE_*) of a torch dtype; -1 where mpsrt has none (complex, ...).
+// mpsrt/dtype.h's id (MPSRT_DTYPE_*) of a torch dtype; -1 where mpsrt has none (complex, ...):
+// the glue's one map of torch's dtypes to mpsrt's (the kernels and the random ops use it).
 int dtype_id(at::ScalarType t);
 
 // Thrown by a kernel that cannot take its arguments (a dtype, rank or span it does not handle)

@@ -13,49 +13,16 @@
 
 #include "generator.h"
 #include "host_access.h"
+#include "kernels.h"
 #include "runtime.h"
 
 namespace mpsrt::torch_glue {
 namespace {
 
-// torch's dtype as mpsrt's (the C API's MpsrtDType); -1 when mpsrt has none.
-int random_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kByte:
-      return MPSRT_DTYPE_UINT8;
-    case at::kInt:
-      return MPSRT_DTYPE_INT32;
-    case at::kLong:
-      return MPSRT_DTYPE_INT64;
-    case at::kUInt32:
-      return MPSRT_DTYPE_UINT32;
-    case at::kHalf:
-      return MPSRT_DTYPE_FLOAT16;
-    case at::kBFloat16:
-      return MPSRT_DTYPE_BFLOAT16;
-    case at::kFloat:
-      return MPSRT_DTYPE_FLOAT32;
-    case at::kDouble:
-      return MPSRT_DTYPE_FLOAT64;
-    case at::kBool:
-      return MPSRT_DTYPE_BOOL;
-    case at::kChar:
-      return MPSRT_DTYPE_INT8;
-    case at::kShort:
-      return MPSRT_DTYPE_INT16;
-    case at::kUInt16:
-      return MPSRT_DTYPE_UINT16;
-    case at::kUInt64:
-      return MPSRT_DTYPE_UINT64;
-    default:
-      return -1;
-  }
-}
-
 // Fills `self` with mpsrt's kernel when it can write self's dtype (true); false: it cannot.
 bool mpsrt_random(const at::Tensor& self, MpsrtRandomSpec spec,
                   const std::optional<at::Generator>& gen) {
-  spec.dtype = random_dtype(self.scalar_type());
+  spec.dtype = kernels::dtype_id(self.scalar_type());
   if (spec.dtype < 0 || api().random_supported(spec.op, spec.dtype) == 0) return false;
   MpsrtGeneratorImpl* g = generator_for(gen, self.device());
   if (self.numel() == 0) return true;
@@ -118,7 +85,7 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
                         std::optional<at::Generator> gen) {
   MpsrtRandomSpec spec = random_spec(MPSRT_RANDOM_INT_RANGE);
   spec.low = from;
-  const int d = random_dtype(self.scalar_type());
+  const int d = kernels::dtype_id(self.scalar_type());
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from,
                 " >= to=", *to);
@@ -141,7 +108,7 @@ at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator>
 }
 
 at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
-  if (random_dtype(self.scalar_type()) < 0) {
+  if (kernels::dtype_id(self.scalar_type()) < 0) {
     cpu_random(self, gen, [&](at::Tensor c, at::Generator cg) { c.random_(cg); });
     return self;
   }
