@@ -24,8 +24,11 @@ def _dev(device: DeviceLike, caller: str) -> int:
 
 
 def empty_cache() -> None:
-    """Releases every cached, unused heap of the current device back to the driver."""
-    _C.empty_cache(_C.current_device())
+    """Releases every cached, unused heap of every device back to the driver, as
+    torch.cuda.empty_cache(): blocks whose free waits on queued work are released once that work
+    is done."""
+    for index in range(_C.device_count()):
+        _C.empty_cache(index)
 
 
 def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) -> None:

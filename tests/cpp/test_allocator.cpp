@@ -982,8 +982,8 @@ TEST_P(AllocatorTest, AHeapWithQueuedWorkIsNotReleasedUntilTheWorkIsDone) {
     Buffer c(12 * kMiB, mpsrt::detail::Access::make_stream(other));
     EXPECT_NE(c.address(), at) << "a block with pending work was handed to another stream";
   }
-  // Nor may the heap go back to the driver: not by empty_cache, not by the cache limit.
-  mpsrt::empty_cache(0);
+  // Nor may the heap go back to the driver by the cache limit; empty_cache waits for the work
+  // (as torch.cuda's waits for the events of blocks whose free is pending), then releases it.
   EXPECT_EQ(mpsrt::set_cache_limit(0, 0), SIZE_MAX);
   bool found = false;
   for (const auto& s : mpsrt::memory_snapshot(0).segments) found = found || s.address == at;
@@ -992,10 +992,16 @@ TEST_P(AllocatorTest, AHeapWithQueuedWorkIsNotReleasedUntilTheWorkIsDone) {
   if (is_cpu()) {
     EXPECT_GE(mpsrt::driver_allocated_memory(0), driver0 + 12 * kMiB);
   }
+  std::atomic<bool> emptied{false};
+  std::thread emptier([&] {
+    mpsrt::empty_cache(0);
+    emptied = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(emptied.load()) << "empty_cache returned while the heap's work was queued";
   EXPECT_FALSE(mpsrt::default_stream(0).query()) << "the gate should still hold the stream";
   gate.release();
-  mpsrt::synchronize(0);
-  mpsrt::empty_cache(0);
+  emptier.join();
   EXPECT_EQ(mpsrt::reserved_memory(0), 0u);
   EXPECT_EQ(mpsrt::driver_allocated_memory(0), driver0);
   mpsrt::set_cache_limit(SIZE_MAX, 0);
@@ -1025,8 +1031,10 @@ TEST_P(AllocatorTest, UseOnAnotherStreamDefersReuseUntilThatStreamIsDone) {
   EXPECT_NE(d.address(), at_c) << "reused while the other stream's fill was queued";
   d.reset();
   b.reset();
-  mpsrt::empty_cache(0);
+  // The cache limit releases what is idle only (empty_cache would wait for the stream).
+  mpsrt::set_cache_limit(0, 0);
   EXPECT_GT(mpsrt::reserved_memory(0), 0u) << "released while another stream was using it";
+  mpsrt::set_cache_limit(SIZE_MAX, 0);
   gate.release();
   other->synchronize();
   Buffer e(kKiB);

@@ -617,8 +617,9 @@ def test_memory_used_by_another_stream_waits_for_it(how: str) -> None:
     s = mpsrt.Stream()
     gate = threading.Event()
     s.add_callback(lambda: gate.wait(20))  # holds the stream until the gate opens
+    emptied = threading.Event()
     try:
-        b = mpsrt.empty(5000)
+        b = mpsrt.empty(3 * MiB)  # 12 MiB: a heap of its own (the huge pool)
         ptr, end = b.data_ptr, b.data_ptr + b.nbytes
         if how == "record_stream":
             with mpsrt.stream(s):
@@ -629,18 +630,25 @@ def test_memory_used_by_another_stream_waits_for_it(how: str) -> None:
             with mpsrt.stream(s):
                 b.fill_(1)  # queued on s behind the gate
         del b
-        c = mpsrt.empty(5000)  # on the default stream
+        c = mpsrt.empty(3 * MiB)  # on the default stream
         aliased = c.data_ptr < end and ptr < c.data_ptr + c.nbytes
         del c
-        mpsrt.empty_cache()
-        kept = _heap_holding(ptr)
+        if how == "record_stream":
+            del s_work
+        # empty_cache() waits for the work the freed block waits for (as torch.cuda's waits for
+        # the blocks' events), then releases its heap.
+        worker = threading.Thread(target=lambda: (mpsrt.empty_cache(), emptied.set()))
+        worker.start()
+        waited = not emptied.wait(0.3)
+        kept_while_busy = _heap_holding(ptr)
     finally:
         gate.set()
-    s.synchronize()
+    worker.join(PATIENCE)
     assert not aliased, "memory still in use by another stream was handed out"
-    assert kept, "empty_cache() released a heap another stream was still using"
-    mpsrt.empty_cache()
-    assert not _heap_holding(ptr) or mpsrt.current_allocated_memory() > 0
+    assert waited, "empty_cache() returned while a cached block's free still waited on work"
+    assert kept_while_busy, "the heap was released while another stream was still using it"
+    assert emptied.is_set(), "empty_cache() did not return once the stream's work was done"
+    assert not _heap_holding(ptr), "empty_cache() kept a heap whose pending work had finished"
 
 
 def test_empty_on_a_stream() -> None:
@@ -691,10 +699,7 @@ def test_each_device_has_its_own_allocator(backend: str, runtime_env) -> None:
         with pytest.raises(ValueError):
             mpsrt.empty(16, device=2)
         del b, c
-        mpsrt.empty_cache()  # the current device (0) only
-        assert mpsrt._C.driver_allocated_memory(1) > d1
-        with mpsrt.device(1):
-            mpsrt.empty_cache()
+        mpsrt.empty_cache()  # every device, as torch.cuda.empty_cache()
         assert mpsrt._C.driver_allocated_memory(1) == d1
         assert mpsrt.memory_allocated(1) == a1
 
@@ -965,6 +970,50 @@ def test_memory_summary_contains_the_figures() -> None:
     short = mpsrt.memory_summary(abbreviated=True)
     assert "from small pool" not in short and "from small pool" in text
     del keep
+
+
+def _figures(device: int) -> tuple[int, int, int]:
+    return (
+        mpsrt.memory_reserved(device),
+        mpsrt.memory_allocated(device),
+        mpsrt.mem_get_info(device)[0],
+    )
+
+
+def test_empty_cache_releases_every_device_and_pending_frees(backend: str, runtime_env) -> None:
+    # torch.cuda.empty_cache(): every device's cache, blocks whose free waits on queued work
+    # included (torch synchronizes their events); afterwards reserved memory is what live
+    # blocks' heaps hold, a second call changes nothing, and free memory rose by the release.
+    devices = "2" if backend == "cpu" else str(mpsrt.device_count())
+    with runtime_env(MPSRT_CPU_DEVICES=devices):
+        n = mpsrt.device_count()
+        mpsrt.empty_cache()
+        before = [_figures(d) for d in range(n)]
+        keep = []
+        for d in range(n):
+            s = mpsrt.Stream(device=d)
+            gate = threading.Event()
+            s.add_callback(lambda gate=gate: gate.wait(0.3))  # busy for a moment
+            b = mpsrt.empty(3 * MiB, device=d)  # a heap of its own
+            with mpsrt.stream(s):
+                b.fill_(1)  # b's free waits for this work
+            keep.append(mpsrt.empty(4096, device=d))  # live across the call
+            del b
+        during = [_figures(d) for d in range(n)]
+        mpsrt.empty_cache()
+        after = [_figures(d) for d in range(n)]
+        mpsrt.empty_cache()
+        assert [_figures(d) for d in range(n)] == after, "a second empty_cache() changed figures"
+        for d in range(n):
+            reserved, allocated, free = after[d]
+            assert during[d][0] >= before[d][0] + 12 * MiB
+            # Only the live 4 KiB block's small heap is left.
+            assert before[d][0] < reserved <= before[d][0] + 8 * MiB, (d, before, after)
+            assert allocated == before[d][1] + 4096
+            assert free - during[d][2] == during[d][0] - reserved, "free did not rise by it"
+        del keep
+        mpsrt.empty_cache()
+        assert [_figures(d)[:2] for d in range(n)] == [f[:2] for f in before]
 
 
 def test_empty_cache_lowers_driver_memory() -> None:

@@ -536,13 +536,32 @@ void CachingAllocator::empty_cache() {
   ContextPtr ctx;
   if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) ctx = gather(HistoryContext::All);
   // The pass over all streams (torch.cuda's synchronize_and_free_events, counted in
-  // num_sync_all_streams): every stream's pending work is committed, so that the fences of
-  // freed blocks it holds can be reached; a busy stream is not waited for (its blocks stay).
+  // num_sync_all_streams): every stream's pending work is committed, then the work that the
+  // wholly free heaps still wait for is waited for, so that every cached heap is released
+  // (as torch waits for the events of blocks whose free is pending). Work that no cached heap
+  // waits for is not waited for.
   device_.flush_streams();
+  for (const StreamFence& f : pending_heap_fences()) {
+    // A fence past the committed work was encoded after the flush (another thread): not ours.
+    if (f.value <= f.stream->committed_value()) f.stream->wait_reached(f.value);
+  }
   std::lock_guard<SpinLock> lock(mu_);
   emit(AllocEvent{AllocAction::SyncAllStreams});
   release_heaps(SIZE_MAX, false, &ctx);
   emit(AllocEvent{AllocAction::EmptyCache});
+}
+
+std::vector<StreamFence> CachingAllocator::pending_heap_fences() {
+  std::vector<StreamFence> waits;
+  std::lock_guard<SpinLock> lock(mu_);
+  flush_bins();  // merged: a heap with nothing allocated is then one free block
+  for (HeapRec* h : heaps_) {
+    if (h->allocated != 0) continue;
+    for (const StreamFence& f : h->first->fences) {
+      if (!f.stream->reached(f.value)) waits.push_back(f);
+    }
+  }
+  return waits;
 }
 
 ContextPtr CachingAllocator::gather(HistoryContext level) noexcept {

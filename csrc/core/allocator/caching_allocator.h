@@ -188,6 +188,8 @@ class CachingAllocator {
   void insert_free(Block* b);
   void erase_free(Block* b);
   bool fences_reached(const Block* b, const AllocStream* except) const;
+  // The fences not yet reached of the heaps with nothing allocated (empty_cache waits for them).
+  std::vector<StreamFence> pending_heap_fences();
   // Releases wholly free heaps, oldest first, until `target` bytes; returns the bytes released.
   // `ctx`: the releasing call's frames for history (else each heap's own).
   size_t release_heaps(size_t target, bool large_only = false, const ContextPtr* ctx = nullptr);

@@ -148,8 +148,10 @@ MPSRT_API uint64_t recommended_max_memory(int device = -1);
 /// num_* counters (num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
 /// num_device_free, num_empty_cache). Current and peak values stay.
 MPSRT_API void reset_accumulated_memory_stats(int device = -1);
-/// Waits for every stream of the device (counted in num_sync_all_streams), then releases every
-/// cached, unused heap of the device back to the driver, and the staging memory no copy uses.
+/// Commits every stream's work on the device (counted in num_sync_all_streams) and waits for the
+/// work that cached blocks' frees still wait for, then releases every cached, unused heap of the
+/// device back to the driver, and the staging memory no copy uses: afterwards the device's
+/// reserved memory is what its live Buffers' heaps hold.
 MPSRT_API void empty_cache(int device = -1);
 /// Hard limit = fraction x recommended_max_memory (0: unlimited). Returns the previous
 /// fraction. Throws std::invalid_argument outside [0, 2] or for NaN, with torch.mps's message
