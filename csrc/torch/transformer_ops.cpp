@@ -6,6 +6,16 @@
 // add), each of which dispatches to the device again, so the whole layer runs on the device's
 // kernels. Elsewhere (the cpu backend, CPU-type devices) the fallback runs torch's fused CPU
 // kernel, which is faster there. Masks other than none decline (the fallback takes them).
+//
+// The attention backend of scaled_dot_product_attention (_fused_sdp_choice_stub): on mpsrt's
+// kernels its math path (matmuls, softmax: the device's kernels); where the device's ops run as
+// CPU kernels on host-visible memory, the choice torch makes for the same tensors on the CPU,
+// so that the fallback runs torch's fused CPU flash-attention kernel instead of the math
+// path's separate batched matmuls and softmax over the whole score matrix.
+#include <ATen/SDPBackend.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
@@ -20,6 +30,7 @@
 
 #include <cmath>
 
+#include "host_access.h"
 #include "kernels.h"
 
 namespace mpsrt::torch_glue {
@@ -112,11 +123,39 @@ bool multi_head_attention(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   return true;
 }
 
+// The CPU's choice where the inputs are host-visible mpsrt memory the fallback runs CPU kernels
+// on, else the math path. Called by scaled_dot_product_attention for mpsrt tensors only.
+int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
+  const bool has_mask = mask.has_value() && mask->defined();
+  const auto on_host = [](const at::Tensor& t) {
+    return !is_mpsrt(t) || host_visible(t.storage());
+  };
+  if (kernels::enabled(q.device().index()) || !on_host(q) || !on_host(k) || !on_host(v) ||
+      (has_mask && !on_host(*mask))) {
+    return kMath;
+  }
+  const auto cpu = [](const at::Tensor& t) { return is_mpsrt(t) ? cpu_alias(t) : t; };
+  std::optional<at::Tensor> cpu_mask;
+  if (has_mask) cpu_mask = cpu(*mask);
+  return at::_fused_sdp_choice(cpu(q), cpu(k), cpu(v), cpu_mask, dropout_p, is_causal, scale,
+                               enable_gqa);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   kernels::impl(m, "_transformer_encoder_layer_fwd", &encoder_layer);
   kernels::impl(m, "_native_multi_head_attention", &multi_head_attention);
+  // The op too (scaled_dot_product_attention asks the stub; callers of torch._fused_sdp_choice
+  // get the same answer instead of the CPU's through the fallback).
+  m.impl("_fused_sdp_choice", TORCH_FN(sdp_choice));
 }
 
 }  // namespace mpsrt::torch_glue
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mpsrt::torch_glue::sdp_choice)
+}  // namespace at::native

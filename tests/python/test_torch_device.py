@@ -1098,3 +1098,62 @@ def test_empty_host_cache_after_the_device_was_used(backend: str) -> None:
     r = run_python(code, backend)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[0] == "[1.0, 1.0, 1.0, 1.0] True"
+
+
+def _attention_inputs(device: str, dropout: bool = False) -> tuple[Any, ...]:
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 32, generator=g) for _ in range(3))
+    return tuple(t.to(device).requires_grad_(True) for t in (q, k, v))
+
+
+@pytest.mark.parametrize("mode", ["cpu", "device"])
+def test_attention_backend_is_the_cpus_choice_on_host_memory(mode: str) -> None:
+    # scaled_dot_product_attention asks the device which backend to take. Where the device's
+    # ops run as CPU kernels on host-visible memory, mpsrt answers as the CPU would for the
+    # same tensors (flash attention here: torch's fused CPU kernel, run by the fallback on the
+    # device memory); on mpsrt's kernels, or on discrete memory, the math path, whose matmuls
+    # and softmax are the device's own.
+    previous = torch.mpsrt._set_kernels(mode)
+    try:
+        host = (
+            torch.mpsrt._kernels_enabled() is False
+            and mpsrt.get_device_properties(0).unified_memory
+        )
+        cpu_q, cpu_k, cpu_v = _attention_inputs("cpu")
+        q, k, v = _attention_inputs("mpsrt")
+        cpu_choice = torch._fused_sdp_choice(cpu_q, cpu_k, cpu_v)
+        assert cpu_choice == 1  # flash attention: torch's choice on the CPU for these inputs
+        assert torch._fused_sdp_choice(q, k, v) == (cpu_choice if host else 0)
+        # Dropout: the CPU's choice again (whatever it is), never a backend the CPU lacks.
+        assert torch._fused_sdp_choice(q, k, v, dropout_p=0.5) == (
+            torch._fused_sdp_choice(cpu_q, cpu_k, cpu_v, dropout_p=0.5) if host else 0
+        )
+        torch.mpsrt.reset_fallback_counts()
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        ran = torch.mpsrt.fallback_counts()
+        flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
+        assert (flash in ran) == host, ran
+        assert ("aten::bmm" in ran) == (not host and not torch.mpsrt._kernels_enabled()), ran
+        want = torch.nn.functional.scaled_dot_product_attention(cpu_q, cpu_k, cpu_v, is_causal=True)
+        torch.testing.assert_close(out.cpu(), want, atol=1e-5, rtol=1e-5)
+        out.sum().backward()
+        want.sum().backward()
+        for got, ref in ((q, cpu_q), (k, cpu_k), (v, cpu_v)):
+            torch.testing.assert_close(got.grad.cpu(), ref.grad, atol=1e-4, rtol=1e-4)
+    finally:
+        torch.mpsrt._set_kernels(previous)
+
+
+def test_layer_norm_runs_the_fused_kernel_not_the_decomposition() -> None:
+    # layer_norm on mpsrt reaches native_layer_norm (a kernel of mpsrt's, or torch's fused CPU
+    # kernel through the fallback), never torch's generic decomposition into mean/var/...
+    x = torch.randn(8, 512)
+    w, b = torch.randn(512), torch.randn(512)
+    with torch.profiler.profile() as prof:
+        out = torch.nn.functional.layer_norm(x.to("mpsrt"), (512,), w.to("mpsrt"), b.to("mpsrt"))
+    names = {e.key for e in prof.key_averages()}
+    assert "aten::native_layer_norm" in names, names
+    assert not names & {"aten::var_mean", "aten::var", "aten::mean", "aten::rsqrt"}, names
+    torch.testing.assert_close(
+        out.cpu(), torch.nn.functional.layer_norm(x, (512,), w, b), atol=1e-5, rtol=1e-5
+    )
