@@ -46,8 +46,30 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override {
     return g_api ? static_cast<c10::DeviceIndex>(g_api->device_count()) : 0;
   }
-  // Every dtype: operators without an mpsrt kernel run torch's CPU kernels.
-  c10::DeviceCapability getDeviceCapability(c10::Device) const override { return {}; }
+  // The dtypes whose tensors the device makes, copies and converts (operators without an mpsrt
+  // kernel run torch's CPU kernels, so the CPU's dtypes): not the quantized ones (torch has no
+  // quantized mpsrt backend), nor the packed and sub-byte ones that copy_ cannot convert.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+#define MPSRT_DROP_UNSUPPORTED(_, name)                        \
+  if (!device_dtype(c10::ScalarType::name)) {                  \
+    cap.capability_data.supported_scalar_types.has_##name = 0; \
+  }
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(MPSRT_DROP_UNSUPPORTED)
+#undef MPSRT_DROP_UNSUPPORTED
+    return cap;
+  }
+  static bool device_dtype(c10::ScalarType t) {
+    using c10::ScalarType;
+    const auto in = [t](ScalarType lo, ScalarType hi) {
+      return static_cast<int>(t) >= static_cast<int>(lo) &&
+             static_cast<int>(t) <= static_cast<int>(hi);
+    };
+    const bool sub_byte =
+        in(ScalarType::UInt1, ScalarType::UInt7) || in(ScalarType::Int1, ScalarType::Int7);
+    return !(c10::isQIntType(t) || c10::isBitsType(t) || sub_byte ||
+             t == ScalarType::Float4_e2m1fn_x2);
+  }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
               const c10::EventFlag flag) const override {
     if (*event == nullptr) {
@@ -81,7 +103,9 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) check(api().event_synchronize(static_cast<MpsrtEvent*>(event)));
   }
-  void synchronizeDevice(const c10::DeviceIndex d) const override { check(api().synchronize(d)); }
+  void synchronizeDevice(const c10::DeviceIndex d) const override {
+    check(api().synchronize(d));
+  }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator().recordStream(ptr, stream);
   }

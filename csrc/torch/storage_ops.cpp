@@ -120,7 +120,22 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
+// Whether `self.data = from` may shallow-copy from's tensor into self: torch's own answer, and
+// also for two dense tensors of the CPU and mpsrt, as torch answers for the CPU and CUDA (its
+// list of dense backends has no PrivateUse1), so that `param.data = param.data.to(...)` moves a
+// parameter between the devices as on CUDA.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  const auto dense = [](c10::DispatchKeySet ks) {
+    constexpr c10::DispatchKeySet backends(
+        {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+    return ks.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) && ks.has_any(backends);
+  };
+  return dense(self.key_set()) && dense(from.key_set());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", &empty_memory_format);
   m.impl("empty_strided", &empty_strided);
   m.impl("as_strided", &as_strided);

@@ -1157,3 +1157,40 @@ def test_layer_norm_runs_the_fused_kernel_not_the_decomposition() -> None:
     torch.testing.assert_close(
         out.cpu(), torch.nn.functional.layer_norm(x, (512,), w, b), atol=1e-5, rtol=1e-5
     )
+
+
+def test_data_assignment_moves_between_cpu_and_mpsrt_as_on_cuda() -> None:
+    # torch answers True for dense CPU and CUDA tensors, so `p.data = p.data.to(...)` moves a
+    # tensor between them; mpsrt's dense tensors answer the same with the CPU's.
+    cpu, dev = torch.arange(4.0), torch.arange(4.0, device="mpsrt") * 2
+    assert torch._has_compatible_shallow_copy_type(dev, cpu)
+    assert torch._has_compatible_shallow_copy_type(cpu, dev)
+    assert torch._has_compatible_shallow_copy_type(dev, dev)
+    assert not torch._has_compatible_shallow_copy_type(dev, torch.empty(4, device="meta"))
+    assert not torch._has_compatible_shallow_copy_type(dev, torch.eye(2).to_sparse())
+    p = torch.nn.Parameter(torch.ones(4))
+    p.data = dev
+    assert p.device.type == "mpsrt" and isinstance(p, torch.nn.Parameter)
+    assert torch.equal(p.detach().cpu(), torch.arange(4.0) * 2)
+    p.data = p.data.cpu()
+    assert p.device.type == "cpu" and torch.equal(p.detach(), torch.arange(4.0) * 2)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        p.data = torch.empty(4, device="meta")
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_device_capability_lists_the_dtypes_the_device_makes_and_converts() -> None:
+    dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
+    packed = {torch.uint1, torch.uint7, torch.int1, torch.int6, torch.float4_e2m1fn_x2, torch.bits8}
+    quantized = {torch.qint8, torch.quint8, torch.qint32}
+    assert not dtypes & (packed | quantized), dtypes & (packed | quantized)
+    # Every dtype listed is made, copied both ways and converted on the device (torch's
+    # device-generic tests make a tensor of each).
+    for dt in dtypes:
+        ones = torch.ones(4, dtype=dt)
+        x = torch.zeros(4, dtype=dt, device="mpsrt")
+        x.copy_(ones)
+        assert torch.equal(x.cpu().view(torch.uint8), ones.view(torch.uint8)), dt
+        wide = torch.complex128 if dt.is_complex else torch.float64
+        assert torch.equal(x.to(wide).cpu(), ones.to(wide)), dt
+    assert {torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool} <= dtypes
