@@ -94,38 +94,49 @@ class ElfSymbols {
   const char* at(uint64_t off) const { return static_cast<const char*>(map_) + off; }
   bool fits(uint64_t off, uint64_t n) const { return off <= len_ && n <= len_ - off; }
 
-  void load() {
+  // The file's .symtab, else its .dynsym, with a string table in bounds; or nullptr.
+  const Elf64_Shdr* symbol_table() const {
     const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(map_);
     if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
         eh->e_shentsize != sizeof(Elf64_Shdr) ||
         !fits(eh->e_shoff, uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr))) {
-      return;
+      return nullptr;
     }
     const auto* sh = reinterpret_cast<const Elf64_Shdr*>(at(eh->e_shoff));
-    const Elf64_Shdr* table = nullptr;
-    for (int want : {SHT_SYMTAB, SHT_DYNSYM}) {
-      for (unsigned i = 0; i < eh->e_shnum && table == nullptr; ++i) {
-        if (sh[i].sh_type == static_cast<Elf64_Word>(want)) table = &sh[i];
+    for (Elf64_Word want : {Elf64_Word(SHT_SYMTAB), Elf64_Word(SHT_DYNSYM)}) {
+      for (unsigned i = 0; i < eh->e_shnum; ++i) {
+        const Elf64_Shdr& t = sh[i];
+        if (t.sh_type != want || t.sh_link >= eh->e_shnum || t.sh_entsize != sizeof(Elf64_Sym) ||
+            !fits(t.sh_offset, t.sh_size) ||
+            !fits(sh[t.sh_link].sh_offset, sh[t.sh_link].sh_size)) {
+          continue;
+        }
+        return &t;
       }
-      if (table != nullptr) break;
     }
-    if (table == nullptr || table->sh_link >= eh->e_shnum || table->sh_entsize != sizeof(Elf64_Sym))
-      return;
+    return nullptr;
+  }
+
+  // The defined functions of the symbol table, sorted by address.
+  void load() {
+    const Elf64_Shdr* table = symbol_table();
+    if (table == nullptr) return;
+    const auto* sh =
+        reinterpret_cast<const Elf64_Shdr*>(at(reinterpret_cast<const Elf64_Ehdr*>(map_)->e_shoff));
     const Elf64_Shdr& strs = sh[table->sh_link];
-    if (!fits(table->sh_offset, table->sh_size) || !fits(strs.sh_offset, strs.sh_size)) return;
     strtab_ = at(strs.sh_offset);
     const auto* sym = reinterpret_cast<const Elf64_Sym*>(at(table->sh_offset));
     const size_t n = table->sh_size / sizeof(Elf64_Sym);
     for (size_t i = 0; i < n; ++i) {
       const unsigned type = ELF64_ST_TYPE(sym[i].st_info);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
-          sym[i].st_value == 0 || sym[i].st_name >= strs.sh_size) {
-        continue;
+      const bool func = type == STT_FUNC || type == STT_GNU_IFUNC;
+      if (func && sym[i].st_shndx != SHN_UNDEF && sym[i].st_value != 0 &&
+          sym[i].st_name < strs.sh_size) {
+        syms_.push_back({sym[i].st_value, sym[i].st_size, sym[i].st_name});
       }
-      syms_.push_back({sym[i].st_value, sym[i].st_size, sym[i].st_name});
     }
     std::sort(syms_.begin(), syms_.end(),
-              [](const Sym& a, const Sym& b) { return a.start < b.start; });
+              [](const Sym& x, const Sym& y) { return x.start < y.start; });
   }
 
   void* map_ = MAP_FAILED;
