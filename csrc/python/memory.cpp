@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -20,22 +21,21 @@ namespace mpsrt::python {
 
 namespace {
 
-// Frames of files under this prefix (the mpsrt package's own wrappers) are left out at the
-// innermost end, so that a stack starts at the caller's code. Written with the GIL held.
-std::string g_package_prefix;
 // Frames taken by a binding before it released the GIL (empty_cache), for the allocator's
 // request on the same thread.
 thread_local std::shared_ptr<const StackFrames> t_pending_frames;
 std::atomic<bool> g_recording_frames{false};
+// stacks="all": native frames too (torch.cuda's gather_with_cpp).
+std::atomic<bool> g_native_frames{false};
 
 // The calling Python code's frames, innermost first (allocation history with stacks).
 std::shared_ptr<const StackFrames> walk_frames();
 
-// Called by the allocator outside its lock. With the GIL held: the frames now. Without it: the
-// frames a binding took before releasing the GIL, or else, on a thread that runs Python code
-// but released the GIL (torch's operators do, before they allocate through the PyTorch device
-// glue), the frames taken by acquiring the GIL for the walk, as torch.cuda's allocator does.
-std::shared_ptr<const StackFrames> capture_frames() {
+// With the GIL held: the frames now. Without it: the frames a binding took before releasing
+// the GIL, or else, on a thread that runs Python code but released the GIL (torch's operators
+// do, before they allocate through the PyTorch device glue), the frames taken by acquiring the
+// GIL for the walk, as torch.cuda's allocator does.
+std::shared_ptr<const StackFrames> python_frames() {
   if (PyGILState_Check()) return walk_frames();
   if (t_pending_frames || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr ||
       _Py_IsFinalizing()) {
@@ -47,20 +47,26 @@ std::shared_ptr<const StackFrames> capture_frames() {
   return frames;
 }
 
+// Called by the allocator outside its lock: the Python frames, after the native ones (return
+// addresses, named when a snapshot reads them) when stacks="all". Every frame is kept, the
+// mpsrt package's own Python wrappers included (torch's stacks show torch/cuda/memory.py).
+std::shared_ptr<const StackFrames> capture_frames() {
+  std::shared_ptr<const StackFrames> py = python_frames();
+  if (!g_native_frames.load(std::memory_order_relaxed)) return py;
+  auto all = std::make_shared<StackFrames>(native_stack());
+  if (py) all->insert(all->end(), py->begin(), py->end());
+  return all;
+}
+
 std::shared_ptr<const StackFrames> walk_frames() {
   auto frames = std::make_shared<StackFrames>();
   PyFrameObject* f = PyEval_GetFrame();
   Py_XINCREF(f);
-  bool leading = !g_package_prefix.empty();
   while (f != nullptr && frames->size() < 64) {
     PyCodeObject* code = PyFrame_GetCode(f);
     nb::object c = nb::steal(reinterpret_cast<PyObject*>(code));
-    std::string filename = nb::cast<std::string>(c.attr("co_filename"));
-    leading = leading && filename.compare(0, g_package_prefix.size(), g_package_prefix) == 0;
-    if (!leading) {
-      frames->push_back({std::move(filename), PyFrame_GetLineNumber(f),
-                         nb::cast<std::string>(c.attr("co_name"))});
-    }
+    frames->push_back({nb::cast<std::string>(c.attr("co_filename")), PyFrame_GetLineNumber(f),
+                       nb::cast<std::string>(c.attr("co_name"))});
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
     f = back;
@@ -69,16 +75,31 @@ std::shared_ptr<const StackFrames> walk_frames() {
   return frames;
 }
 
+void append_frame(nb::list& out, const StackFrame& f) {
+  nb::dict d;
+  d["filename"] = f.filename;
+  d["line"] = f.line;
+  d["name"] = f.name;
+  out.append(d);
+}
+
+// A recorded stack as torch's snapshots list it: the native frames (stored first, innermost
+// first) are named, and, as torch's CapturedTraceback symbolises, the next Python frame goes
+// before each native frame of the interpreter's PyEval_EvalFrame*; the Python frames left
+// over go last.
 nb::list frames_list(const std::shared_ptr<const StackFrames>& frames) {
   nb::list out;
   if (!frames) return out;
-  for (const StackFrame& f : *frames) {
-    nb::dict d;
-    d["filename"] = f.filename;
-    d["line"] = f.line;
-    d["name"] = f.name;
-    out.append(d);
+  auto py =
+      std::find_if(frames->begin(), frames->end(), [](const StackFrame& f) { return f.pc == 0; });
+  for (auto it = frames->begin(); it != frames->end() && it->pc != 0; ++it) {
+    const StackFrame named = symbolize_native_frame(it->pc);
+    if (named.name.find("PyEval_EvalFrame") != std::string::npos && py != frames->end()) {
+      append_frame(out, *py++);
+    }
+    append_frame(out, named);
   }
+  for (; py != frames->end(); ++py) append_frame(out, *py);
   return out;
 }
 
@@ -86,7 +107,7 @@ nb::list frames_list(const std::shared_ptr<const StackFrames>& frames) {
 // GIL is held (the allocator asks for them after the binding released it).
 void empty_cache_with_frames(int device) {
   std::shared_ptr<const StackFrames> frames;
-  if (g_recording_frames.load(std::memory_order_relaxed)) frames = capture_frames();
+  if (g_recording_frames.load(std::memory_order_relaxed)) frames = python_frames();
   t_pending_frames = std::move(frames);
   {
     nb::gil_scoped_release release;
@@ -115,9 +136,10 @@ int add_python_reclaim_callback(nb::typed<nb::callable, bool(int)> fn, int devic
   return add_reclaim_callback(call, device);
 }
 
+// `native`: torch.cuda's stacks="all" (native frames after the Python ones).
 void record_history(bool enabled, size_t max_entries, int context,
-                    std::vector<std::string> skip_actions, bool clear_history,
-                    std::string package_prefix, int device) {
+                    std::vector<std::string> skip_actions, bool clear_history, bool native,
+                    int device) {
   if (context < 0 || context > static_cast<int>(HistoryContext::All)) {
     throw nb::value_error("_record_memory_history(): context must be 0 (None) to 3 (all)");
   }
@@ -127,7 +149,12 @@ void record_history(bool enabled, size_t max_entries, int context,
   o.skip_actions = std::move(skip_actions);
   o.clear_history = clear_history;
   if (o.context != HistoryContext::None) o.frames_fn = &capture_frames;
-  g_package_prefix = std::move(package_prefix);
+  if (enabled && native && o.context != HistoryContext::None) {
+    native_stack();  // the unwinder's first use loads it: not during an allocation
+    g_native_frames = true;
+  } else if (enabled) {
+    g_native_frames = false;
+  }
   record_memory_history(enabled, o, device);
   if (enabled && o.context == HistoryContext::All) g_recording_frames = true;
 }
@@ -209,7 +236,7 @@ void bind_cache_and_limits(nb::module_& m) {
 void bind_history(nb::module_& m) {
   m.def("_record_memory_history", &record_history, nb::arg("enabled"), nb::arg("max_entries") = 0,
         nb::arg("context") = 3, nb::arg("skip_actions") = std::vector<std::string>(),
-        nb::arg("clear_history") = false, nb::arg("package_prefix") = "", nb::arg("device") = -1);
+        nb::arg("clear_history") = false, nb::arg("native") = false, nb::arg("device") = -1);
   m.def("_memory_snapshot", &snapshot, nb::arg("device") = -1,
         nb::sig("def _memory_snapshot(device: int = -1) -> tuple[list[dict[str, typing.Any]], "
                 "list[dict[str, typing.Any]]]"));

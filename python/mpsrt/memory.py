@@ -192,7 +192,6 @@ class _HistoryArgumentError(ValueError, RuntimeError):
 _ENABLED = (None, "state", "all")
 _CONTEXTS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 _STACKS = ("python", "all")
-_PACKAGE_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _check_str_or_none(name: str, value: object) -> None:
@@ -214,10 +213,13 @@ def _record_memory_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> N
 
     enabled: None stops recording; "state" keeps the stacks of live blocks and a trace of one
     entry (the newest); "all" keeps a trace of up to max_entries entries.
-    context: None no stacks; "state" stacks of live blocks only; "alloc" also in the trace
-    (frees carry their allocation's); "all" frees (and empty_cache's segment_free) carry their
-    own. Stacks are Python frames and start at the caller's code (mpsrt's own wrappers left out).
-    stacks: "python" or "all" (mpsrt records Python frames either way).
+    context: None no stacks; "state" stacks of live blocks (and segments) only; "alloc" also in
+    the trace (frees carry their allocation's); "all" frees (and empty_cache's segment_free)
+    carry their own. Python stacks hold every frame, mpsrt's own wrappers included (as torch's
+    hold torch/cuda/memory.py).
+    stacks: "python" Python frames; "all" also the native (C++) frames of the runtime, taken as
+    return addresses and named when a snapshot is taken (filename: the library, line: the
+    offset in it, name: the demangled function, as torch's dladdr symbolizer gives them).
     clear_history: drop the entries recorded so far.
     compile_context, global_record_annotations: accepted for torch.cuda's signature (no
     torch.compile or annotations here).
@@ -273,7 +275,9 @@ def _record_memory_history_impl(
     idx = _dev(device, "_record_memory_history")
     # torch.cuda: the trace keeps max(1, max_entries) entries with "all", one with "state".
     entries = max(1, min(max_entries, 2**64 - 1)) if enabled == "all" else 1
-    _record(enabled is not None, entries, _CONTEXTS[context], skip, clear_history, idx)
+    # torch.cuda gathers native frames when recording with stacks="all" and some context.
+    native = enabled is not None and context is not None and stacks == "all"
+    _record(enabled is not None, entries, _CONTEXTS[context], skip, clear_history, native, idx)
 
 
 def _skip_actions(skip_actions: object) -> list[str]:
@@ -294,10 +298,16 @@ def _skip_actions(skip_actions: object) -> list[str]:
 
 
 def _record(
-    enabled: bool, entries: int, context: int, skip: list[str], clear: bool, idx: int
+    enabled: bool,
+    entries: int,
+    context: int,
+    skip: list[str],
+    clear: bool,
+    native: bool,
+    idx: int,
 ) -> None:
     try:
-        _C._record_memory_history(enabled, entries, context, skip, clear, _PACKAGE_PREFIX, idx)
+        _C._record_memory_history(enabled, entries, context, skip, clear, native, idx)
     except ValueError as e:  # an unknown skip action: the core's words
         raise _HistoryArgumentError(str(e)) from None
 
@@ -314,7 +324,8 @@ def _record_memory_history_legacy(
     global_record_annotations: bool = False,
 ) -> None:
     """torch.cuda's legacy form: stacks of live blocks when record_context, in the trace too
-    when trace_alloc_record_context; a trace of trace_alloc_max_entries entries."""
+    when trace_alloc_record_context; a trace of trace_alloc_max_entries entries; native frames
+    too when record_context_cpp (and stacks are recorded)."""
     for name, v in (
         ("record_context", record_context),
         ("trace_alloc_record_context", trace_alloc_record_context),
@@ -331,7 +342,8 @@ def _record_memory_history_legacy(
         raise _HistoryArgumentError(f"trace_alloc_max_entries must be >= 0, got {n}")
     context = (2 if trace_alloc_record_context else 1) if record_context else 0
     idx = _dev(device, "_record_memory_history")
-    _record(enabled, max(1, min(n, 2**64 - 1)), context, [], clear_history, idx)
+    native = enabled and record_context_cpp and context != 0
+    _record(enabled, max(1, min(n, 2**64 - 1)), context, [], clear_history, native, idx)
 
 
 def snapshot(device: DeviceLike = None) -> dict[str, Any]:
@@ -389,3 +401,38 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         raise TypeError(f"_dump_snapshot(): filename must be a str or os.PathLike, got {kind}")
     with open(filename, "wb") as f:
         pickle.dump(snapshot(), f)
+
+
+def _memory_viz(caller: str) -> Any:
+    """torch.cuda._memory_viz, which renders snapshots (flame graphs); torch is optional."""
+    try:
+        from torch.cuda import _memory_viz
+    except ImportError as e:
+        raise ImportError(
+            f"mpsrt.memory.{caller}() renders the snapshot with PyTorch's memory visualizer "
+            "(torch.cuda._memory_viz), and torch is not installed: pip install torch "
+            f"(import failed: {e})"
+        ) from e
+    return _memory_viz
+
+
+def _save_segment_usage(filename: str = "output.svg", snapshot: Any = None) -> None:
+    """Writes a flame graph (SVG) of the segments' blocks by stream and segment, as
+    torch.cuda.memory._save_segment_usage: snapshot() by default. Needs torch (its
+    torch.cuda._memory_viz renders it, with Brendan Gregg's flamegraph.pl)."""
+    viz = _memory_viz("_save_segment_usage")
+    if snapshot is None:
+        snapshot = _snapshot()
+    with open(filename, "w") as f:
+        f.write(viz.segments(snapshot))
+
+
+def _save_memory_usage(filename: str = "output.svg", snapshot: Any = None) -> None:
+    """Writes a flame graph (SVG) of the blocks by stream, as
+    torch.cuda.memory._save_memory_usage: snapshot() by default. Needs torch (as
+    _save_segment_usage)."""
+    viz = _memory_viz("_save_memory_usage")
+    if snapshot is None:
+        snapshot = _snapshot()
+    with open(filename, "w") as f:
+        f.write(viz.memory(snapshot))

@@ -1296,6 +1296,80 @@ TEST_P(AllocatorTest, HistoryOptionsFreeStacksSegmentsAndSkips) {
   mpsrt::record_memory_history(false, mpsrt::HistoryOptions{}, 0);
 }
 
+// torch.cuda's context="state": each live block (and segment) keeps its allocation's stack;
+// the trace keeps none, and a freed block keeps nothing.
+TEST_P(AllocatorTest, HistoryStateContextKeepsOnlyLiveBlocksAllocationStacks) {
+  std::string who = "alloc_a";
+  mpsrt::HistoryOptions o;
+  o.context = mpsrt::HistoryContext::State;
+  o.frames_fn = [&who] {
+    return std::make_shared<const mpsrt::StackFrames>(mpsrt::StackFrames{{"f.py", 1, who}});
+  };
+  mpsrt::record_memory_history(true, o, 0);
+  Buffer a(4 * kMiB);  // both in one 32 MiB heap of the large pool
+  who = "alloc_b";
+  Buffer b(2 * kMiB);
+  const uint64_t at_a = a.address(), at_b = b.address();
+  who = "free_a";
+  a.reset();
+  const mpsrt::MemorySnapshot snap = mpsrt::memory_snapshot(0);
+  mpsrt::record_memory_history(false, mpsrt::HistoryOptions{}, 0);
+  ASSERT_EQ(snap.segments.size(), 1u);
+  ASSERT_TRUE(snap.segments[0].frames != nullptr);
+  EXPECT_EQ((*snap.segments[0].frames)[0].name, "alloc_a");  // the heap's first allocation
+  int live = 0;
+  for (const mpsrt::BlockInfo& bl : snap.segments[0].blocks) {
+    if (bl.address == at_b) {
+      ++live;
+      ASSERT_TRUE(bl.allocated && bl.frames != nullptr);
+      EXPECT_EQ((*bl.frames)[0].name, "alloc_b");
+    } else {
+      EXPECT_FALSE(bl.allocated);
+      EXPECT_TRUE(bl.frames == nullptr) << "a freed block keeps no stack";
+    }
+  }
+  EXPECT_EQ(live, 1);
+  ASSERT_FALSE(snap.trace.empty());
+  for (const mpsrt::TraceInfo& t : snap.trace) {
+    EXPECT_TRUE(t.frames == nullptr) << t.action << ": no trace stacks with context state";
+  }
+  EXPECT_TRUE(std::any_of(snap.trace.begin(), snap.trace.end(), [&](const mpsrt::TraceInfo& t) {
+    return t.action == "free_requested" && t.address == at_a;
+  }));
+}
+
+// A function of this file that the unwinder must find on the stack (not inlined).
+__attribute__((noinline)) mpsrt::StackFrames native_stack_here() {
+  mpsrt::StackFrames s = mpsrt::native_stack();
+  asm volatile("" ::: "memory");  // no tail call: this frame stays on the stack
+  return s;
+}
+
+// stacks="all": native frames are return addresses, named on demand as torch's dladdr
+// symbolizer names them (the file, the offset in it minus 1, the demangled function), from
+// the file's symbol table, so that functions that are not exported are named too.
+TEST(NativeStack, FramesAreReturnAddressesNamedOnDemand) {
+  const mpsrt::StackFrames s = native_stack_here();
+  ASSERT_GE(s.size(), 2u);
+  for (const mpsrt::StackFrame& f : s) {
+    EXPECT_NE(f.pc, 0u);
+    EXPECT_TRUE(f.name.empty() && f.filename.empty()) << "symbolised when recorded";
+  }
+  const mpsrt::StackFrame top = mpsrt::symbolize_native_frame(s[0].pc);
+  EXPECT_EQ(top.name, "(anonymous namespace)::native_stack_here()");
+  EXPECT_NE(top.filename.find("mpsrt_tests"), std::string::npos) << top.filename;
+  EXPECT_GT(top.line, 0);
+  const mpsrt::StackFrame again = mpsrt::symbolize_native_frame(s[0].pc);
+  EXPECT_EQ(again.name, top.name);
+  EXPECT_EQ(again.line, top.line);
+  // The test body called it: its frame is next (gtest names it Class_Name_Test::TestBody).
+  const mpsrt::StackFrame caller = mpsrt::symbolize_native_frame(s[1].pc);
+  EXPECT_NE(caller.name.find("FramesAreReturnAddressesNamedOnDemand"), std::string::npos)
+      << caller.name;
+  // An address in no loaded file: torch's words.
+  EXPECT_EQ(mpsrt::symbolize_native_frame(16).name, "<unwind unsupported>");
+}
+
 // ------------------------------------------------------------------------------ concurrency
 
 TEST_P(AllocatorTest, ConcurrentAllocAndFreeNeverOverlap) {

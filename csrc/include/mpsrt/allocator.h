@@ -174,13 +174,26 @@ MPSRT_API void remove_reclaim_callback(int id, int device = -1);
 
 // ---------------------------------------------------------------- history and snapshots
 
-/// A frame of the code that made an allocation.
+/// A frame of the code that made an allocation: an interpreter's frame (filename, line,
+/// name), or a native one, whose `pc` (return address) is set and whose other fields stay
+/// empty until symbolize_native_frame() names it (symbolised when read, not when recorded).
 struct StackFrame {
   std::string filename;
   int line = 0;
   std::string name;
+  uintptr_t pc = 0;  ///< nonzero: a native frame
 };
 using StackFrames = std::vector<StackFrame>;
+
+/// The calling thread's native frames, innermost first, unsymbolised (pc only): cheap enough
+/// to take per allocation. `skip` more innermost frames are left out (native_stack's own
+/// always is). Empty where the platform has no unwinder.
+MPSRT_API StackFrames native_stack(size_t skip = 0);
+/// Names a native frame as torch's dladdr symbolizer does: filename is the shared object or
+/// executable that holds `pc`, line the pc's offset in it minus 1, name the demangled function
+/// (from the file's symbol table, so hidden functions are named too; "??" where unknown).
+/// Cached: each pc is looked up once per process.
+MPSRT_API StackFrame symbolize_native_frame(uintptr_t pc);
 
 struct BlockInfo {
   uint64_t address = 0;
