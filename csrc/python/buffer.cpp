@@ -77,7 +77,8 @@ size_t row_bytes(const PyBuffer& b, Shape* row_shape) {
   return n;
 }
 
-// buf[i] / buf[a:b] of a strided view: a view (strided or not) with the same checks and texts.
+// buf[i] / buf[a:b] of a Buffer with strides (a strided view, or a contiguous one with torch's
+// strides on dimensions of size 0 or 1): a view keeping them, with the same checks and texts.
 BufferObject getitem_strided(nb::handle self, PyBuffer& b, nb::handle key) {
   const Shape strides = strides_of(b);
   const int64_t n = b.shape[0];
@@ -117,7 +118,7 @@ BufferObject getitem(nb::handle self, IndexArg index) {
   const nb::handle key = index.obj;
   PyBuffer& b = buffer_self(self, "__getitem__()");
   if (b.shape.empty()) throw nb::type_error("invalid index of a 0-d Buffer");
-  if (is_strided(b)) return getitem_strided(self, b, key);
+  if (b.strides) return getitem_strided(self, b, key);  // strides other than row-major
   const auto n = static_cast<Py_ssize_t>(b.shape[0]);
   Shape row;
   const size_t rb = row_bytes(b, &row);
@@ -201,7 +202,7 @@ std::string repr(const PyBuffer& b) {
   if (b.shape.size() == 1) shape += ",";
   const bool is_view = b.base.is_valid() && !b.base.is_none();
   std::string strides;
-  if (is_strided(b)) {
+  if (b.strides) {
     for (int64_t d : *b.strides) strides += (strides.empty() ? "" : ", ") + std::to_string(d);
     strides = ", strides=(" + strides + (b.strides->size() == 1 ? ",)" : ")");
   }

@@ -48,15 +48,19 @@ struct Shape {
   int64_t operator[](size_t i) const noexcept { return dims[i]; }
 };
 
-/// A Python Buffer: contiguous (row-major elements) or a strided view (`strides` set: the
-/// element strides of each dimension, >= 0, as torch's; made by narrow() or by indexing a
+/// A Python Buffer: contiguous (row-major elements) or a strided view (`strided`; `strides`
+/// the element strides of each dimension, >= 0, as torch's; made by narrow() or by indexing a
 /// strided view). `buf` holds the bytes: for a strided view the range from its first element
 /// to one past its last, of which the elements are a subset.
 class PyBuffer {
  public:
   Buffer buf;
   Shape shape;
-  std::unique_ptr<Shape> strides;  // null: contiguous (every Buffer but a strided view)
+  // Element strides where they are not row-major (null: row-major): a strided view's, or a
+  // contiguous view's whose dimensions of size 0 or 1 keep torch's strides (stride() reports
+  // them, exports carry them).
+  std::unique_ptr<Shape> strides;
+  bool strided = false;  // the elements are not contiguous (a strided view)
   const DType* dtype = nullptr;
   int device = 0;
   size_t nbytes = 0;
@@ -66,7 +70,7 @@ class PyBuffer {
 
 /// True for a strided (non-contiguous) view.
 inline bool is_strided(const PyBuffer& b) noexcept {
-  return b.strides != nullptr;
+  return b.strided;
 }
 /// The element strides of `b`: a strided view's own, row-major ones for a contiguous Buffer.
 Shape strides_of(const PyBuffer& b);

@@ -58,7 +58,7 @@ nb::object export_owner(PyBuffer& b, nb::handle self) {
 
 // The element strides an export carries: a strided view's, none (row-major) otherwise.
 const int64_t* element_strides(const PyBuffer& b) {
-  return is_strided(b) ? b.strides->dims : nullptr;
+  return b.strides ? b.strides->dims : nullptr;
 }
 
 // An array over the Buffer's memory, as the host sees it (unified memory).
@@ -137,7 +137,8 @@ nb::object device_copy(const PyBuffer& b) {
   v.dtype = b.dtype;
   v.device = b.device;
   v.nbytes = b.nbytes;
-  if (is_strided(b)) v.strides = std::make_unique<Shape>(*b.strides);  // a copy of the span
+  if (b.strides) v.strides = std::make_unique<Shape>(*b.strides);  // a copy of the span
+  v.strided = b.strided;
   const Stream s = current_stream(b.device);
   v.buf = Buffer(b.buf.nbytes(), s);
   {

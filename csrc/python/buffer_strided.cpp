@@ -163,7 +163,7 @@ Shape strides_of(const PyBuffer& b) {
 }
 
 void require_contiguous(const PyBuffer& b, const char* what) {
-  if (MPSRT_LIKELY(!b.strides)) return;
+  if (MPSRT_LIKELY(!b.strided)) return;
   throw nb::value_error((std::string("[buffer] ") + what +
                          ": this Buffer is a strided view (shape " + tuple_text(b.shape) +
                          ", strides " + tuple_text(*b.strides) + "), and " + what +
@@ -194,7 +194,11 @@ nb::object strided_view(nb::handle self, PyBuffer& b, int64_t first, const Shape
   PyBuffer v;
   v.buf = b.buf.view(static_cast<size_t>(first) * item, static_cast<size_t>(span) * item);
   v.shape = shape;
-  if (!contiguous) v.strides = std::make_unique<Shape>(strides);
+  const Shape rm = row_major(shape);
+  if (!std::equal(rm.begin(), rm.end(), strides.begin())) {
+    v.strides = std::make_unique<Shape>(strides);
+  }
+  v.strided = !contiguous;
   v.dtype = b.dtype;
   v.device = b.device;
   v.nbytes = static_cast<size_t>(count) * item;
@@ -244,8 +248,9 @@ void bind_strided(nb::class_<PyBuffer>& cls) {
   cls.def("narrow", &narrow, nb::arg("dim"), nb::arg("start"), nb::arg("length"),
           nb::sig("def narrow(self, dim: int, start: int, length: int) -> Buffer"),
           "A view of indices [start, start + length) of dimension dim, as torch's narrow(): the\n"
-          "same memory; contiguous along the first non-trivial dimension, else a strided view\n"
-          "(stride() gives its element strides). Strided views work with fill_, copy_, numpy(),\n"
+          "same memory, with torch's shape, strides (stride()) and offset; a strided view where\n"
+          "the elements are not contiguous (is_contiguous() False). Strided views work with fill_, "
+          "copy_, numpy(),\n"
           "DLPack, indexing and narrow(); view(), _raw() and the random fills need contiguous\n"
           "memory and refuse them.")
       .def("stride", &stride, nb::arg("dim") = nb::none(),
