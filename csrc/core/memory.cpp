@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <vector>
 
 #include "core/access.h"
 #include "core/allocator/caching_allocator.h"
@@ -174,8 +175,15 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   if (block_ == nullptr || nbytes_ == 0) return;
   check_owner();
   src.check_owner();
-  if (src.device() != device() || stream.device() != device()) {
-    detail::throw_invalid("[buffer] copy_: source, destination and stream must be on one device");
+  if (MPSRT_UNLIKELY(src.device() != device() || stream.device() != device())) {
+    if (stream.device() != device()) {
+      detail::throw_invalid("[buffer] copy_: the stream is on device " +
+                            std::to_string(stream.device()) + " but the destination buffer on " +
+                            "device " + std::to_string(device()) +
+                            "; use a stream of the destination's device");
+    }
+    copy_from_peer(src, stream);
+    return;
   }
   detail::StreamImpl* const on = detail::Access::impl(stream);
   if (on != block_->stream) record_stream(stream);
@@ -185,6 +193,61 @@ void Buffer::copy_from(const Buffer& src, const Stream& stream) {
   const size_t n = nbytes();
   on->encode({detail::prof::Op::Copy, n, address()},
              [&](backend::CommandBuffer& cb) { cb.copy(s, d, n); });
+}
+
+namespace {
+// Discrete memory: bytes [at, at + n) of `b` from host memory `from` (when set) or into host
+// memory `to`, through the staging pool of b's device on stream s (which then uses the memory:
+// recorded, as any command on another stream is). Complete when it returns.
+void stage_range(const Buffer& b, detail::StreamImpl& s, size_t at, size_t n, const void* from,
+                 void* to) {
+  Block* const block = detail::Access::block(b);
+  DeviceContext& d = Runtime::get().device(b.device());
+  if (&s != block->stream) d.allocator().record_stream(block, s);
+  const backend::BufferRef ref{block->heap->heap.get(), block->offset + b.offset() + at};
+  if (from != nullptr) {
+    d.staging().to_device(from, ref, n, s);
+  } else {
+    d.staging().to_host(ref, to, n, s);
+  }
+}
+}  // namespace
+
+// A source on another device. No backend orders one device's queue after another's, so the
+// host does: it waits for the source device's current stream and for `stream` (the two streams
+// a cross-device copy_ on CUDA orders itself after), then moves the bytes -- directly between
+// host-visible memory, else staged on those two streams -- and returns with the copy done, so
+// that later work on either stream sees it. The bytes cross the host once where either side is
+// host-visible, and through a bounded host piece (kPiece at a time) where both are discrete.
+void Buffer::copy_from_peer(const Buffer& src, const Stream& stream) {
+  detail::StreamImpl& from = Runtime::get().device(src.device()).streams().current();
+  detail::StreamImpl& to = *detail::Access::impl(stream);
+  from.synchronize();
+  to.synchronize();
+  const bool traced = detail::prof::flags() != 0;
+  const int64_t begin = traced ? detail::prof::now_ns() : 0;
+  const size_t n = nbytes_;
+  void* const dst_host = host_ptr();
+  const void* const src_host = src.host_ptr();
+  if (dst_host != nullptr && src_host != nullptr) {
+    std::memcpy(dst_host, src_host, n);  // two allocations of two devices: never overlapping
+  } else if (src_host != nullptr) {
+    stage_range(*this, to, 0, n, src_host, nullptr);
+  } else if (dst_host != nullptr) {
+    stage_range(src, from, 0, n, nullptr, dst_host);
+  } else {
+    constexpr size_t kPiece = size_t(8) << 20;
+    std::vector<uint8_t> piece(std::min(n, kPiece));
+    for (size_t at = 0; at < n; at += piece.size()) {
+      const size_t len = std::min(piece.size(), n - at);
+      stage_range(src, from, at, len, nullptr, piece.data());
+      stage_range(*this, to, at, len, piece.data(), nullptr);
+    }
+  }
+  if (traced) {
+    detail::prof::record_host_copy(detail::prof::Op::CopyPeer, device(), n, begin,
+                                   detail::prof::now_ns());
+  }
 }
 
 void Buffer::copy_from_host(const void* src, size_t n) {

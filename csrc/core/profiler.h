@@ -89,11 +89,12 @@ enum class Op : uint8_t {
   CommandBuffer,
   CopyToHost,
   Kernel,
+  CopyPeer,  // a copy between two devices' Buffers (Buffer::copy_from across devices)
   kCount,
 };
 const char* op_name(Op op) noexcept;
 inline bool is_copy(Op op) noexcept {
-  return op == Op::Copy || op == Op::CopyFromHost || op == Op::CopyToHost;
+  return op == Op::Copy || op == Op::CopyFromHost || op == Op::CopyToHost || op == Op::CopyPeer;
 }
 
 /// The operation a stream encodes, for the signposts.

@@ -12,7 +12,7 @@ const char* op_name(Op op) noexcept {
   static constexpr const char* kNames[] = {
       "fill",       "copy",           "copy_from_host", "random_bits",   "uniform",
       "normal",     "random_int",     "bernoulli",      "host_callback", "event_record",
-      "event_wait", "command_buffer", "copy_to_host",   "kernel"};
+      "event_wait", "command_buffer", "copy_to_host",   "kernel",        "copy_peer"};
   static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Op::kCount));
   const auto i = static_cast<size_t>(op);
   return MPSRT_LIKELY(i < static_cast<size_t>(Op::kCount)) ? kNames[i] : kUnknown;

@@ -3,6 +3,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -76,11 +77,48 @@ size_t row_bytes(const PyBuffer& b, Shape* row_shape) {
   return n;
 }
 
+// buf[i] / buf[a:b] of a Buffer with strides (a strided view, or a contiguous one with torch's
+// strides on dimensions of size 0 or 1): a view keeping them, with the same checks and texts.
+BufferObject getitem_strided(nb::handle self, PyBuffer& b, nb::handle key) {
+  const Shape strides = strides_of(b);
+  const int64_t n = b.shape[0];
+  Shape shape, sub;
+  if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
+    int overflow = 0;
+    long long i = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
+    if (overflow == 0 && i < 0) i += n;
+    if (overflow != 0 || i < 0 || i >= n) {
+      throw nb::index_error(("index " + nb::cast<std::string>(nb::str(key)) +
+                             " is out of bounds for dimension 0 with size " + std::to_string(n))
+                                .c_str());
+    }
+    for (size_t d = 1; d < b.shape.size(); ++d) {
+      shape.dims[shape.ndim++] = b.shape[d];
+      sub.dims[sub.ndim++] = strides[d];
+    }
+    return BufferObject(strided_view(self, b, i * strides[0], shape, sub));
+  }
+  if (!PySlice_Check(key.ptr())) {
+    type_error_got("Buffer indices must be ints or slices (step 1)", key);
+  }
+  Py_ssize_t start = 0, stop = 0, step = 0;
+  if (PySlice_Unpack(key.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+  const Py_ssize_t len = PySlice_AdjustIndices(static_cast<Py_ssize_t>(n), &start, &stop, step);
+  if (step != 1) {
+    throw nb::value_error(
+        ("[buffer] a Buffer slice must have step 1, got step " + std::to_string(step)).c_str());
+  }
+  shape = b.shape;
+  shape.dims[0] = len;
+  return BufferObject(strided_view(self, b, start * strides[0], shape, strides));
+}
+
 // buf[i] (row i, one dimension less) and buf[a:b] (rows a..b) along the first dimension: views.
 BufferObject getitem(nb::handle self, IndexArg index) {
   const nb::handle key = index.obj;
   PyBuffer& b = buffer_self(self, "__getitem__()");
   if (b.shape.empty()) throw nb::type_error("invalid index of a 0-d Buffer");
+  if (b.strides) return getitem_strided(self, b, key);  // strides other than row-major
   const auto n = static_cast<Py_ssize_t>(b.shape[0]);
   Shape row;
   const size_t rb = row_bytes(b, &row);
@@ -120,6 +158,7 @@ BufferObject view_method(nb::handle self, IntArg offset_arg, std::optional<Shape
   const nb::handle offset = offset_arg.obj;
   PyBuffer& b = buffer_self(self, "view()");
   check_live(b);
+  require_contiguous(b, "view()");
   if (!PyLong_Check(offset.ptr()) || PyBool_Check(offset.ptr())) {
     type_error_got("view(): offset must be an int (bytes)", offset);
   }
@@ -151,12 +190,23 @@ BufferObject view_method(nb::handle self, IntArg offset_arg, std::optional<Shape
   return make_view(self, b, o, shape, count, dt);
 }
 
+std::string repr_shape(const Shape& s) {
+  std::string t;
+  for (int64_t d : s) t += (t.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + t + (s.size() == 1 ? ",)" : ")");
+}
+
 std::string repr(const PyBuffer& b) {
   std::string shape;
   for (int64_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
   if (b.shape.size() == 1) shape += ",";
   const bool is_view = b.base.is_valid() && !b.base.is_none();
-  return "Buffer(shape=(" + shape + "), dtype=" + b.dtype->name +
+  std::string strides;
+  if (b.strides) {
+    for (int64_t d : *b.strides) strides += (strides.empty() ? "" : ", ") + std::to_string(d);
+    strides = ", strides=(" + strides + (b.strides->size() == 1 ? ",)" : ")");
+  }
+  return "Buffer(shape=(" + shape + ")" + strides + ", dtype=" + b.dtype->name +
          ", device=" + std::to_string(b.device) + ", nbytes=" + std::to_string(b.nbytes) +
          (is_view ? ", byte_offset=" + std::to_string(b.buf.offset()) : "") +
          (b.nbytes != 0 && !b.buf.defined() ? ", released" : "") + ")";
@@ -168,8 +218,28 @@ BufferObject fill_(nb::handle self, ScalarArg value) {
   const uint64_t p = fill_pattern(value.obj, *b.dtype);
   const Stream s = current_stream(b.device);
   nb::gil_scoped_release release;  // the stream's lock may be held by a committer
-  b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
+  if (MPSRT_UNLIKELY(is_strided(b))) {
+    fill_strided(b, p, s);
+  } else {
+    b.buf.fill(p, static_cast<unsigned>(itemsize(*b.dtype)), s);
+  }
   return BufferObject(nb::borrow(self));
+}
+
+// copy_ where either Buffer is a strided view: element by element, so the shapes and the
+// itemsizes must agree (a contiguous copy_ is a byte copy of equal sizes).
+void copy_between_strided(PyBuffer& b, const PyBuffer& s, const Stream& st) {
+  const bool same_shape =
+      std::equal(b.shape.begin(), b.shape.end(), s.shape.begin(), s.shape.end());
+  if (!same_shape || itemsize(*b.dtype) != itemsize(*s.dtype)) {
+    throw nb::value_error(("copy_(): a strided view copies element by element: the shapes and "
+                           "itemsizes must match, got shape " +
+                           repr_shape(s.shape) + " (" + s.dtype->name + ") into " +
+                           repr_shape(b.shape) + " (" + b.dtype->name + ")")
+                              .c_str());
+  }
+  nb::gil_scoped_release release;
+  copy_strided(b, s, st);
 }
 
 BufferObject copy_(nb::handle self, CopySourceArg source) {
@@ -180,6 +250,10 @@ BufferObject copy_(nb::handle self, CopySourceArg source) {
     const PyBuffer& s = nb::cast<const PyBuffer&>(src);
     check_live(s);
     const Stream st = current_stream(b.device);
+    if (MPSRT_UNLIKELY(is_strided(b) || is_strided(s))) {
+      copy_between_strided(b, s, st);
+      return BufferObject(nb::borrow(self));
+    }
     nb::gil_scoped_release release;
     b.buf.copy_from(s.buf, st);
   } else {
@@ -207,7 +281,11 @@ BufferObject copy_(nb::handle self, CopySourceArg source) {
     }
     const auto addr = nb::cast<uintptr_t>(arr.attr("__array_interface__")["data"][nb::int_(0)]);
     nb::gil_scoped_release release;
-    b.buf.copy_from_host(reinterpret_cast<const void*>(addr), n);
+    if (MPSRT_UNLIKELY(is_strided(b))) {
+      copy_strided_from_host(b, reinterpret_cast<const void*>(addr));
+    } else {
+      b.buf.copy_from_host(reinterpret_cast<const void*>(addr), n);
+    }
   }
   return BufferObject(nb::borrow(self));
 }
@@ -330,6 +408,7 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m) {
   bind_views(cls);
   bind_host_access(cls);  // buffer_host.cpp: _raw(), __dlpack__(), __dlpack_device__()
   bind_fills_and_copies(cls);
+  bind_strided(cls);  // buffer_strided.cpp: narrow(), stride(), is_contiguous()
   // Last: in the stubs, the class attribute `numpy` would hide the module numpy from the
   // annotations of every method after it.
   bind_numpy(cls);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,16 +48,49 @@ struct Shape {
   int64_t operator[](size_t i) const noexcept { return dims[i]; }
 };
 
+/// A Python Buffer: contiguous (row-major elements) or a strided view (`strided`; `strides`
+/// the element strides of each dimension, >= 0, as torch's; made by narrow() or by indexing a
+/// strided view). `buf` holds the bytes: for a strided view the range from its first element
+/// to one past its last, of which the elements are a subset.
 class PyBuffer {
  public:
   Buffer buf;
   Shape shape;
+  // Element strides where they are not row-major (null: row-major): a strided view's, or a
+  // contiguous view's whose dimensions of size 0 or 1 keep torch's strides (stride() reports
+  // them, exports carry them).
+  std::unique_ptr<Shape> strides;
+  bool strided = false;  // the elements are not contiguous (a strided view)
   const DType* dtype = nullptr;
   int device = 0;
   size_t nbytes = 0;
   int exports = 0;  // live numpy / DLPack views
   nb::object base;  // the Buffer whose memory this one views (the first owner), or None
 };
+
+/// True for a strided (non-contiguous) view.
+inline bool is_strided(const PyBuffer& b) noexcept {
+  return b.strided;
+}
+/// The element strides of `b`: a strided view's own, row-major ones for a contiguous Buffer.
+Shape strides_of(const PyBuffer& b);
+/// ValueError for an operation (`what`, e.g. "view()") that needs contiguous memory, called on
+/// a strided view; nothing for a contiguous Buffer.
+void require_contiguous(const PyBuffer& b, const char* what);
+/// A Python Buffer viewing the elements of `b` (the object `self`) at element offset `first`
+/// from b's first element, with `shape` and element `strides`: contiguous when they are
+/// row-major (up to dimensions of size 1) or it has no element, else a strided view.
+nb::object strided_view(nb::handle self, PyBuffer& b, int64_t first, const Shape& shape,
+                        const Shape& strides);
+/// Encodes a fill of every element of a strided view on `stream`: one fill per run of
+/// contiguous elements.
+void fill_strided(PyBuffer& b, uint64_t pattern, const Stream& stream);
+/// dst <- src element by element (equal shapes, equal itemsizes, either or both strided; src on
+/// any device, `stream` on dst's): one Buffer::copy_from per run of elements contiguous in both.
+void copy_strided(PyBuffer& dst, const PyBuffer& src, const Stream& stream);
+/// dst <- `n` contiguous host bytes in element order, into a strided view: complete when it
+/// returns, after the device's pending work.
+void copy_strided_from_host(PyBuffer& dst, const void* src);
 
 /// The Buffer a method was called on; a foreign `self` (Buffer.fill_(x)) is a TypeError that
 /// names `caller`.
@@ -72,6 +106,8 @@ nb::class_<PyBuffer> init_buffer(nb::module_& m);
 /// numpy(), the class's last method (see init_buffer).
 void bind_host_access(nb::class_<PyBuffer>& cls);
 void bind_numpy(nb::class_<PyBuffer>& cls);
+/// narrow(), stride() and is_contiguous() (buffer_strided.cpp).
+void bind_strided(nb::class_<PyBuffer>& cls);
 void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer);
 
 }  // namespace mpsrt::python

@@ -56,6 +56,11 @@ nb::object export_owner(PyBuffer& b, nb::handle self) {
   }));
 }
 
+// The element strides an export carries: a strided view's, none (row-major) otherwise.
+const int64_t* element_strides(const PyBuffer& b) {
+  return b.strides ? b.strides->dims : nullptr;
+}
+
 // An array over the Buffer's memory, as the host sees it (unified memory).
 nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle self) {
   check_live(b);
@@ -67,7 +72,7 @@ nb::ndarray<> as_ndarray(PyBuffer& b, nb::handle self) {
   }
   nb::object owner = export_owner(b, self);
   std::vector<size_t> shape(b.shape.begin(), b.shape.end());
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
+  return nb::ndarray<>(p, shape.size(), shape.data(), owner, element_strides(b),
                        dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
 }
 
@@ -78,7 +83,7 @@ nb::ndarray<> as_device_ndarray(PyBuffer& b, nb::handle self) {
   nb::object owner = export_owner(b, self);
   std::vector<size_t> shape(b.shape.begin(), b.shape.end());
   auto* p = reinterpret_cast<void*>(static_cast<uintptr_t>(b.buf.address()));
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
+  return nb::ndarray<>(p, shape.size(), shape.data(), owner, element_strides(b),
                        dl::dtype{b.dtype->code, b.dtype->bits, 1}, device_dl_type(), b.device);
 }
 
@@ -103,12 +108,14 @@ void* host_bytes(size_t n) {
 
 // A host copy of the buffer's bytes, owned by the returned array (numpy() and _raw() on discrete
 // memory, DLPack copy=True), after the device's pending work: staged on discrete memory.
+// A strided view's copy holds the bytes its elements span, with its strides.
 nb::ndarray<> host_copy(const PyBuffer& b, bool flat_bytes = false) {
   check_live(b);
-  std::unique_ptr<void, void (*)(void*)> bytes(host_bytes(b.nbytes), &std::free);
-  if (b.nbytes != 0) {
+  const size_t n = b.buf.nbytes();  // == b.nbytes unless strided
+  std::unique_ptr<void, void (*)(void*)> bytes(host_bytes(n), &std::free);
+  if (n != 0) {
     nb::gil_scoped_release release;
-    b.buf.copy_to_host(bytes.get(), b.nbytes);
+    b.buf.copy_to_host(bytes.get(), n);
   }
   nb::capsule owner(bytes.get(), [](void* p) noexcept { std::free(p); });
   void* p = bytes.release();
@@ -117,7 +124,7 @@ nb::ndarray<> host_copy(const PyBuffer& b, bool flat_bytes = false) {
     return nb::ndarray<>(p, 1, n, owner, nullptr, nb::dtype<uint8_t>(), nb::device::cpu::value, 0);
   }
   std::vector<size_t> shape(b.shape.begin(), b.shape.end());
-  return nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr,
+  return nb::ndarray<>(p, shape.size(), shape.data(), owner, element_strides(b),
                        dl::dtype{b.dtype->code, b.dtype->bits, 1}, nb::device::cpu::value, 0);
 }
 
@@ -130,8 +137,10 @@ nb::object device_copy(const PyBuffer& b) {
   v.dtype = b.dtype;
   v.device = b.device;
   v.nbytes = b.nbytes;
+  if (b.strides) v.strides = std::make_unique<Shape>(*b.strides);  // a copy of the span
+  v.strided = b.strided;
   const Stream s = current_stream(b.device);
-  v.buf = Buffer(b.nbytes, s);
+  v.buf = Buffer(b.buf.nbytes(), s);
   {
     nb::gil_scoped_release release;
     v.buf.copy_from(b.buf, s);
@@ -280,6 +289,7 @@ nb::typed<nb::tuple, int, int> dlpack_device(const PyBuffer& b) {
 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> raw_bytes(nb::handle self) {
   PyBuffer& b = buffer_self(self, "_raw()");
   check_live(b);
+  require_contiguous(b, "_raw()");
   if (!host_visible(b)) {
     return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(host_copy(b, true));
   }

@@ -75,8 +75,10 @@ i128 as_i128(nb::handle v) {
 
 // Fills `b` (the Python Buffer `self`) with the numbers of `spec` (op and dtype set) on the
 // current stream; returns self.
+// A strided view is refused: the numbers of a random fill follow the memory order.
 BufferObject fill(nb::handle self, PyBuffer& b, const Spec& spec, Generator gen) {
   check_live(b);
+  require_contiguous(b, "a random fill");
   const uint64_t count = b.nbytes / itemsize(*b.dtype);
   const Stream s = current_stream(b.device);
   {

@@ -1,22 +1,21 @@
 """Collectives across the devices of the active backend (torch.cuda.comm, over Buffers).
 
-Data moves through host memory: each source is read (``Buffer._raw()``) once its device's work
-is done and written (``Buffer.copy_``) into the destination buffers -- aliases of the memory on
-unified memory, staged copies on discrete memory, so devices of either model mix; a copy
-between two buffers of one device is a device copy on that device's current stream. As in
-torch, what already sits on the right device is not copied: broadcast returns the source itself
-for its own device, and scatter returns a view of the source for a chunk that stays on the
-source's device (a chunk along a later dimension is strided, which Buffers cannot be, so that
-one is a copy).
+Data moves with ``Buffer.copy_``: between two devices a cross-device copy (through host memory:
+a memmove between unified memories, staged where a side is discrete, so devices of either
+model mix), within one device a device copy on that device's current stream (or the given
+stream); each comes after the work already queued on every stream of the source's device. As
+in torch, what already sits on the right device is not copied: broadcast returns the source
+itself for its own device, and scatter returns views of the source for the chunks that stay on
+its device (``Buffer.narrow``: strided views for chunks along a later dimension, as torch's).
 
-The out= forms check their outputs with torch.cuda.comm's words; torch raises RuntimeError for
-those and API.md says a wrong value is a ValueError, so they raise CommError, which is both.
+Errors are torch.cuda.comm's types and texts. torch raises RuntimeError where API.md says a
+wrong value is a ValueError: those raise CommError, which is both; torch's IndexErrors (a dim
+out of range, reduce_add of nothing) are CommIndexError, both IndexError and ValueError.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import prod
 
 import numpy as np
 
@@ -29,9 +28,14 @@ Stream = _C.Stream
 
 
 class CommError(RuntimeError, ValueError):
-    """A wrong out=, devices=, chunk_sizes=, destination= or streams= combination or output
-    shape: torch.cuda.comm's RuntimeError, and a ValueError as API.md has for wrong values (as
-    numpy's AxisError is both a ValueError and an IndexError)."""
+    """A wrong out=, devices=, chunk_sizes=, destination= or streams= combination, an empty
+    input, or a wrong output shape: torch.cuda.comm's RuntimeError, and a ValueError as API.md
+    has for wrong values (as numpy's AxisError is both a ValueError and an IndexError)."""
+
+
+class CommIndexError(IndexError, ValueError):
+    """A dim out of range, or reduce_add() of no Buffer: torch's IndexError, and a ValueError as
+    API.md has for wrong values."""
 
 
 def _buffer(obj: object, caller: str) -> Buffer:
@@ -41,30 +45,42 @@ def _buffer(obj: object, caller: str) -> Buffer:
     return obj
 
 
-def _buffers(bufs: Sequence[Buffer], caller: str, what: str = "Buffers") -> list[Buffer]:
-    if isinstance(bufs, (str, bytes)) or not isinstance(bufs, Sequence):
-        raise TypeError(f"{caller}() expected a sequence of {what}, got {type(bufs).__name__}")
-    if len(bufs) == 0:
-        raise ValueError(f"{caller}() needs at least one Buffer")
-    return [_buffer(b, caller) for b in bufs]
+def _sequence(obj: object, caller: str, what: str) -> list:
+    if isinstance(obj, (str, bytes)) or not isinstance(obj, Sequence):
+        raise TypeError(f"{caller}() expected {what}, got {type(obj).__name__}")
+    return list(obj)
+
+
+def _is_host_array(obj: object) -> bool:
+    """Host data torch would take as a CPU tensor: a numpy array, or any object with the array
+    interface or a CPU DLPack device (a torch CPU tensor)."""
+    if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__array_interface__"):
+        return True
+    dl_device = getattr(obj, "__dlpack_device__", None)
+    if dl_device is None:
+        return False
+    try:
+        kind = dl_device()[0]
+    except Exception:  # not a DLPack producer we can ask
+        return False
+    return kind == 1  # kDLCPU
 
 
 def _outputs(out: Sequence[Buffer], caller: str) -> list[Buffer]:
-    if isinstance(out, (str, bytes)) or not isinstance(out, Sequence):
-        raise TypeError(
-            f"{caller}() expected out to be a sequence of Buffers, got {type(out).__name__}"
-        )
-    if len(out) == 0:
-        raise CommError(f"Expected at least one output tensor to {caller} to")
-    return [_buffer(b, caller) for b in out]
+    outs = _sequence(out, caller, "out to be a sequence of Buffers")
+    for i, o in enumerate(outs):
+        if not isinstance(o, Buffer) and _is_host_array(o):
+            # torch: out= must hold device tensors; a CPU tensor is a RuntimeError.
+            raise CommError(
+                "Expected all output tensors to be mpsrt Buffers, but output tensor at index "
+                f"{i} has device 'cpu' (a {type(o).__module__}.{type(o).__name__})"
+            )
+    return [_buffer(b, caller) for b in outs]
 
 
 def _devices(devices: Sequence[DeviceLike], caller: str) -> list[int]:
-    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
-        raise TypeError(f"{caller}() expected a sequence of devices, got {type(devices).__name__}")
-    if len(devices) == 0:
-        raise ValueError(f"{caller}() needs at least one device")
-    return [device_index(d, optional=False, caller=caller) for d in devices]
+    devs = _sequence(devices, caller, "a sequence of devices")
+    return [device_index(d, optional=False, caller=caller) for d in devs]
 
 
 def _streams(streams: Sequence[Stream | None] | None, caller: str) -> list[Stream | None]:
@@ -107,8 +123,49 @@ def _same_dtype(out: Buffer, src: Buffer, i: int | None, caller: str) -> None:
         )
 
 
+def _dim(dim: int, ndim: int, caller: str) -> int:
+    """dim wrapped as torch's maybe_wrap_dim does, with its IndexError text."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{caller}(): dim must be an int, got {type(dim).__name__}")
+    if not -ndim <= dim < ndim:
+        raise CommIndexError(
+            f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got "
+            f"{dim})"
+        )
+    return dim % ndim
+
+
+def _copy(dst: Buffer, src: Buffer, stream: Stream | None = None) -> None:
+    """dst <- src (equal shapes and dtypes; either may be a strided view; any two devices) on
+    `stream` (of dst's device), else on dst's device's current stream; after the work already
+    queued on every stream of src's device (comm reads what any stream wrote, as it always
+    has)."""
+    if (
+        dst.device == src.device
+        and dst.data_ptr == src.data_ptr
+        and dst.shape == src.shape
+        and dst.stride() == src.stride()
+    ):
+        return  # the same elements: nothing to do
+    _C.synchronize(src.device)
+    if stream is None:
+        dst.copy_(src)
+    else:
+        with _stream_context(stream):
+            dst.copy_(src)
+
+
+def _copy_to(src: Buffer, device: int, stream: Stream | None = None) -> Buffer:
+    """A new contiguous Buffer on `device` (allocated on `stream` when given) holding src."""
+    out = _C.empty(src.shape, src.dtype, device, stream)
+    _copy(out, src, stream)
+    return out
+
+
 def _bits(buf: Buffer) -> np.ndarray:
     """The buffer's elements as unsigned integers of their width (exact for every dtype)."""
+    if not buf.is_contiguous():
+        buf = _copy_to(buf, buf.device)
     raw = buf._raw()
     return raw.view(f"<u{buf.itemsize}").reshape(buf.shape)
 
@@ -119,41 +176,6 @@ def _new(bits: np.ndarray, dtype: str, device: int, stream: Stream | None = None
     return out
 
 
-def _dim(dim: int, ndim: int, caller: str) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{caller}(): dim must be an int, got {type(dim).__name__}")
-    if not -ndim <= dim < ndim:
-        raise ValueError(f"{caller}(): dim {dim} is out of range for {ndim} dimensions")
-    return dim % ndim
-
-
-def _part(buf: Buffer, dim: int, start: int, size: int) -> Buffer | None:
-    """Indices [start, start + size) of `dim` as a view of `buf`, or None where that range is
-    not contiguous in memory (a dimension before `dim` is longer than 1)."""
-    if any(d != 1 for d in buf.shape[:dim]):
-        return None
-    row = prod(buf.shape[dim + 1 :]) * buf.itemsize
-    shape = (*buf.shape[:dim], size, *buf.shape[dim + 1 :])
-    return buf.view(start * row, shape)
-
-
-def _copy_into(dst: Buffer, src: Buffer, stream: Stream | None = None) -> None:
-    """dst <- src, equal shapes and dtypes: a device copy on one device (on `stream`, else the
-    device's current stream), else through host memory; either way after the work already
-    queued on every stream of the devices (as the host path always is)."""
-    if dst.device == src.device:
-        if dst.data_ptr == src.data_ptr and dst.nbytes == src.nbytes:
-            return  # the same memory: nothing to do
-        _C.synchronize(src.device)  # the copy's stream need not be the one the source used
-        if stream is None:
-            dst.copy_(src)
-        else:
-            with _stream_context(stream):
-                dst.copy_(src)
-    else:
-        dst.copy_(_bits(src))
-
-
 def broadcast(
     tensor: Buffer,
     devices: Sequence[DeviceLike] | None = None,
@@ -162,7 +184,7 @@ def broadcast(
 ) -> tuple[Buffer, ...]:
     """`tensor` on each device of `devices`: the Buffer itself on its own device, a copy
     elsewhere; or, with `out` (and no `devices`), copied into each Buffer of `out` (same shape
-    and dtype), which are returned."""
+    and dtype), which are returned. An empty `devices` or `out` gives () as in torch."""
     if (devices is None) == (out is None):
         raise CommError(
             "Exactly one of 'devices' and 'out' must be specified, but got "
@@ -170,15 +192,9 @@ def broadcast(
         )
     src = _buffer(tensor, "broadcast")
     if out is None:
-        result, bits = [], None
-        for d in _devices(devices, "broadcast"):
-            if d == src.device:
-                result.append(src)
-                continue
-            if bits is None:
-                bits = _bits(src)
-            result.append(_new(bits, src.dtype, d))
-        return tuple(result)
+        return tuple(
+            src if d == src.device else _copy_to(src, d) for d in _devices(devices, "broadcast")
+        )
     outs = _outputs(out, "broadcast")
     for i, o in enumerate(outs):
         if o.shape != src.shape:
@@ -188,8 +204,35 @@ def broadcast(
             )
         _same_dtype(o, src, i, "broadcast")
     for o in outs:
-        _copy_into(o, src)
+        _copy(o, src)
     return tuple(outs)
+
+
+def _chunk_sizes(chunk_sizes: Sequence[int], n: int, d: int, devices: int) -> list[int]:
+    """chunk_sizes checked as torch's scatter and split_with_sizes check them."""
+    if isinstance(chunk_sizes, (str, bytes)) or not isinstance(chunk_sizes, Sequence):
+        raise TypeError(
+            f"scatter(): chunk sizes must be a sequence of ints, got {type(chunk_sizes).__name__}"
+        )
+    sizes = list(chunk_sizes)
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in sizes):
+        raise TypeError("scatter(): chunk sizes must be ints")
+    if len(sizes) != devices:
+        raise CommError(
+            "Expected devices and chunk_sizes to be of same length, but got len(devices) = "
+            f"{devices} and len(chunk_sizes) = {len(sizes)}"
+        )
+    if any(s < 0 for s in sizes):
+        raise CommError(
+            "split_with_sizes expects split_sizes have only non-negative entries, but got "
+            f"split_sizes={_shape(sizes)}"
+        )
+    if sum(sizes) != n:
+        raise CommError(
+            f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+            f"dimension {d}), but got split_sizes={_shape(sizes)}"
+        )
+    return sizes
 
 
 def scatter(
@@ -203,11 +246,10 @@ def scatter(
 ) -> tuple[Buffer, ...]:
     """Splits `tensor` along `dim` into one chunk per device (equal chunks, as torch.chunk, unless
     `chunk_sizes` is given; they must add up to the size of that dimension). A chunk for the
-    source's own device is a view of it where the chunk is contiguous (dim 0, or only
-    dimensions of size 1 before dim), else a copy. `streams[i]` (an mpsrt.Stream of device i's
-    device, or None) is the stream chunk i is allocated or copied on. With `out` (and no
-    `devices` or `chunk_sizes`), the chunks are copied into `out`, whose sizes along `dim` give
-    the chunk sizes, and `out` is returned."""
+    source's own device is a view of it (`narrow`: strided along a later dimension), as in
+    torch. `streams[i]` (an mpsrt.Stream of device i's device, or None) is the stream chunk i
+    is allocated and copied on. With `out` (and no `devices` or `chunk_sizes`), the chunks are
+    copied into `out`, whose sizes along `dim` give the chunk sizes, and `out` is returned."""
     if out is not None:
         if devices is not None:
             raise CommError(
@@ -222,57 +264,34 @@ def scatter(
     buf = _buffer(tensor, "scatter")
     if out is None:
         devs = _devices(devices, "scatter")
+        if not devs:
+            raise CommError("Expected at least one device to scatter to")
+    else:
+        outs = _outputs(out, "scatter")
+        if not outs:
+            raise CommError("Expected at least one output tensor to scatter to")
     if not buf.shape:
-        raise ValueError("scatter() needs a Buffer with at least one dimension")
+        raise CommError("chunk expects at least a 1-dimensional tensor")
     d = _dim(dim, len(buf.shape), "scatter")
     n = buf.shape[d]
     strms = _streams(streams, "scatter")
     if out is not None:
-        return _scatter_out(buf, _outputs(out, "scatter"), d, strms)
+        return _scatter_out(buf, outs, d, strms)
     if chunk_sizes is None:
         # As torch.chunk: chunks of ceil(n / devices); the last devices may get none.
         step = max(1, -(-n // len(devs)))
         sizes = [min(step, n - i * step) for i in range(len(devs)) if n - i * step > 0]
         devs = devs[: len(sizes)]
     else:
-        if isinstance(chunk_sizes, (str, bytes)) or not isinstance(chunk_sizes, Sequence):
-            raise TypeError(
-                f"scatter(): chunk sizes must be a sequence of ints, got "
-                f"{type(chunk_sizes).__name__}"
-            )
-        sizes = list(chunk_sizes)
-        if len(sizes) != len(devs):
-            raise ValueError(f"scatter(): {len(sizes)} chunk sizes for {len(devs)} devices")
-        if any(isinstance(s, bool) or not isinstance(s, int) for s in sizes):
-            raise TypeError("scatter(): chunk sizes must be ints")
-        if any(s < 0 for s in sizes):
-            raise ValueError("scatter(): chunk sizes must be >= 0")
-        if sum(sizes) != n:
-            raise ValueError(
-                f"scatter(): chunk sizes add up to {sum(sizes)}, but dimension {d} has size {n}"
-            )
-    src, out_bufs, start = None, [], 0
+        sizes = _chunk_sizes(chunk_sizes, n, d, len(devs))
+    result, start = [], 0
     for i, (dev, size) in enumerate(zip(devs, sizes)):
-        if dev == buf.device:
-            chunk = _part(buf, d, start, size)  # torch: chunks on the source's device are views
-            if chunk is None:
-                chunk = _C.empty((*buf.shape[:d], size, *buf.shape[d + 1 :]), buf.dtype, dev)
-                _copy_into_strided(chunk, buf, d, start)
-        else:
-            s = _check_stream(strms, i, dev)
-            if src is None:
-                src = _bits(buf)
-            part = np.take(src, np.arange(start, start + size), axis=d)
-            chunk = _new(part, buf.dtype, dev, s)
-        out_bufs.append(chunk)
+        chunk = buf.narrow(d, start, size)  # torch: chunks on the source's device are views
+        if dev != buf.device:
+            chunk = _copy_to(chunk, dev, _check_stream(strms, i, dev))
+        result.append(chunk)
         start += size
-    return tuple(out_bufs)
-
-
-def _copy_into_strided(dst: Buffer, src: Buffer, dim: int, start: int) -> None:
-    """dst <- src's indices [start, start + dst.shape[dim]) of `dim`, through host memory."""
-    part = np.take(_bits(src), np.arange(start, start + dst.shape[dim]), axis=dim)
-    dst.copy_(np.ascontiguousarray(part))
+    return tuple(result)
 
 
 def _scatter_out(
@@ -298,13 +317,30 @@ def _scatter_out(
     chosen = [_check_stream(strms, i, o.device) for i, o in enumerate(outs)]
     start = 0
     for o, size, s in zip(outs, sizes, chosen):
-        chunk = _part(buf, d, start, size)
-        if chunk is not None:
-            _copy_into(o, chunk, s)
-        else:
-            _copy_into_strided(o, buf, d, start)
+        _copy(o, buf.narrow(d, start, size), s)
         start += size
     return tuple(outs)
+
+
+def _gather_shape(bs: list[Buffer], d: int) -> tuple[int, ...]:
+    """The concatenation's shape, with torch's checks and texts for the inputs' shapes."""
+    expected = list(bs[0].shape)
+    total = 0
+    for i, b in enumerate(bs):
+        if len(b.shape) != len(expected):
+            raise CommError(
+                "Expected all input tensors to have the same number of dimensions, but tensor at "
+                f"index {i} has {len(b.shape)} dimensions, (expected {len(expected)})"
+            )
+        expected[d] = b.shape[d]
+        if tuple(expected) != b.shape:
+            raise CommError(
+                f"Input tensor at index {i} has invalid shape {_shape(b.shape)}, but expected "
+                f"{_shape(expected)}"
+            )
+        total += b.shape[d]
+    expected[d] = total
+    return tuple(expected)
 
 
 def gather(
@@ -312,48 +348,67 @@ def gather(
     dim: int = 0,
     destination: DeviceLike = None,
     *,
-    out: Buffer | None = None,
-) -> Buffer:
+    out: Buffer | np.ndarray | None = None,
+) -> Buffer | np.ndarray:
     """Concatenates `tensors` along `dim` into a new Buffer on `destination` (default: the
     current device), or, with `out` (and no `destination`), into `out` (its shape must be the
-    concatenation's, its dtype theirs), which is returned."""
+    concatenation's, its dtype theirs), which is returned. As torch's gather takes a CPU
+    tensor for out, `out` may be a host numpy array (of the Buffers' dtype)."""
     if out is not None and destination is not None:
         raise CommError(
             "'destination' must not be specified when 'out' is specified, but got "
             f"destination={destination}"
         )
-    bs = _buffers(tensors, "gather")
+    bs = [_buffer(b, "gather") for b in _sequence(tensors, "gather", "a sequence of Buffers")]
+    if not bs:
+        raise CommError("Expected at least one tensor to gather from")
     dtype = bs[0].dtype
     if any(b.dtype != dtype for b in bs):
         raise ValueError("gather(): all Buffers must have the same dtype")
     if not bs[0].shape:
-        raise ValueError("gather() needs Buffers with at least one dimension")
+        raise CommIndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _dim(dim, len(bs[0].shape), "gather")
-    for b in bs:
-        if len(b.shape) != len(bs[0].shape) or any(
-            x != y for i, (x, y) in enumerate(zip(b.shape, bs[0].shape)) if i != d
-        ):
-            raise ValueError(
-                f"gather(): shapes {bs[0].shape} and {b.shape} differ outside dimension {d}"
-            )
+    expected = _gather_shape(bs, d)
     if out is None:
-        dest = device_index(destination, caller="gather")
-        return _new(np.concatenate([_bits(b) for b in bs], axis=d), dtype, dest)
-    o = _buffer(out, "gather")
-    expected = (*bs[0].shape[:d], sum(b.shape[d] for b in bs), *bs[0].shape[d + 1 :])
-    if o.shape != expected:
-        raise CommError(
-            f"Expected out tensor to have shape {_shape(expected)}, but got {_shape(o.shape)}"
-        )
-    _same_dtype(o, bs[0], None, "gather")
-    if _part(o, d, 0, 0) is None:  # the pieces are strided in out: assemble on the host
-        o.copy_(np.ascontiguousarray(np.concatenate([_bits(b) for b in bs], axis=d)))
-        return o
+        o = _C.empty(expected, dtype, device_index(destination, caller="gather"))
+    elif isinstance(out, np.ndarray):
+        return _gather_host(bs, d, expected, out)
+    else:
+        o = _buffer(out, "gather")
+        if o.shape != expected:
+            raise CommError(
+                f"Expected out tensor to have shape {_shape(expected)}, but got {_shape(o.shape)}"
+            )
+        _same_dtype(o, bs[0], None, "gather")
     start = 0
     for b in bs:
-        _copy_into(_part(o, d, start, b.shape[d]), b)
+        _copy(o.narrow(d, start, b.shape[d]), b)
         start += b.shape[d]
     return o
+
+
+def _gather_host(
+    bs: list[Buffer], d: int, expected: tuple[int, ...], out: np.ndarray
+) -> np.ndarray:
+    """gather into a host array (torch's gather into a CPU tensor)."""
+    if out.shape != expected:
+        raise CommError(
+            f"Expected out tensor to have shape {_shape(expected)}, but got {_shape(out.shape)}"
+        )
+    if bs[0].dtype == "bfloat16" or out.dtype != np.dtype(bs[0].dtype):
+        raise ValueError(
+            f"gather(): the out array has dtype {out.dtype} but the Buffers {bs[0].dtype}; "
+            "mpsrt.comm copies bytes and does not convert dtypes"
+        )
+    if not out.flags.writeable:
+        raise ValueError("gather(): the out array is read-only")
+    start = 0
+    for b in bs:
+        index = [slice(None)] * len(expected)
+        index[d] = slice(start, start + b.shape[d])
+        out[tuple(index)] = _bits(b).view(out.dtype)
+        start += b.shape[d]
+    return out
 
 
 def _to_float32(bits: np.ndarray) -> np.ndarray:
@@ -370,13 +425,20 @@ def _from_float32(x: np.ndarray) -> np.ndarray:
 def reduce_add(bufs: Sequence[Buffer], destination: DeviceLike = None) -> Buffer:
     """The element-wise sum of `bufs` (same shape and dtype) in a new Buffer on
     `destination` (default: the current device)."""
-    bs = _buffers(bufs, "reduce_add")
+    bs = [_buffer(b, "reduce_add") for b in _sequence(bufs, "reduce_add", "a sequence of Buffers")]
+    if not bs:
+        # torch indexes inputs[0]: IndexError("list index out of range"); said plainly here.
+        raise CommIndexError("reduce_add(): list index out of range: expected at least one Buffer")
     dtype, shape = bs[0].dtype, bs[0].shape
-    for b in bs:
-        if b.dtype != dtype or b.shape != shape:
+    for i, b in enumerate(bs):
+        if b.shape != shape:
             raise ValueError(
-                f"reduce_add(): Buffers must share shape and dtype; got "
-                f"{shape} {dtype} and {b.shape} {b.dtype}"
+                f"input {i} has invalid size: got {'x'.join(map(str, b.shape))}, but expected "
+                f"{'x'.join(map(str, shape))}"
+            )
+        if b.dtype != dtype:
+            raise ValueError(
+                f"reduce_add(): Buffers must share their dtype; got {dtype} and {b.dtype}"
             )
     dest = device_index(destination, caller="reduce_add")
     if dtype == "bfloat16":
@@ -384,9 +446,9 @@ def reduce_add(bufs: Sequence[Buffer], destination: DeviceLike = None) -> Buffer
         for b in bs[1:]:
             total += _to_float32(_bits(b))
         return _new(_from_float32(total), dtype, dest)
-    total = bs[0].numpy().copy()
+    total = _bits(bs[0]).view(np.dtype(dtype)).copy()
     for b in bs[1:]:
-        total += b.numpy()
+        total += _bits(b).view(total.dtype)
     return _new(total.view(f"<u{bs[0].itemsize}"), dtype, dest)
 
 

@@ -304,16 +304,18 @@ std::vector<Row> rows() {
       "copy_from-empty-stream", [](Ctx& c) { c.u8.copy_from(c.u32, Stream::from_handle(0)); },
       "[stream] the Stream is empty");
   add(
-      "copy_from-other-device",
-      [](Ctx& c) {
-        Buffer other(64, mpsrt::default_stream(1));
-        c.u8.copy_from(other, c.s);
-      },
-      "[buffer] copy_: source, destination and stream must be on one device", true);
-  add(
       "copy_from-stream-other-device",
       [](Ctx& c) { c.u8.copy_from(c.u32, mpsrt::default_stream(1)); },
-      "source, destination and stream must be on one device", true);
+      "[buffer] copy_: the stream is on device 1 but the destination buffer on device 0; use a "
+      "stream of the destination's device",
+      true);
+  add(
+      "copy_from-other-device-stream-of-source",
+      [](Ctx& c) {
+        Buffer other(64, mpsrt::default_stream(1));
+        c.u8.copy_from(other, mpsrt::default_stream(1));
+      },
+      "the stream is on device 1 but the destination buffer on device 0", true);
   add(
       "copy_from_host-size-mismatch",
       [](Ctx& c) {

@@ -845,13 +845,20 @@ for _id, _call, _msg, _bug in [
 # comm values
 for _id, _call, _exc, _msg in [
     ("broadcast-devices-int", lambda c: comm.broadcast(c.buf, 0), TypeError, "sequence of devices"),
-    ("broadcast-no-devices", lambda c: comm.broadcast(c.buf, []), ValueError, "at least one"),
+    # torch.cuda.comm's texts (broadcast to no device returns (), as torch's).
+    (
+        "scatter-no-devices",
+        lambda c: comm.scatter(c.buf, []),
+        ValueError,
+        "Expected at least one device to scatter to",
+    ),
     ("broadcast-device-None", lambda c: comm.broadcast(c.buf, [None]), TypeError, "got None"),
     (
         "scatter-negative-chunk",
         lambda c: comm.scatter(c.buf, [0], chunk_sizes=[-1]),
         ValueError,
-        "chunk sizes must be >= 0",
+        "split_with_sizes expects split_sizes have only non-negative entries, but got "
+        "split_sizes=[-1]",
     ),
     (
         "scatter-float-chunk",
@@ -863,26 +870,53 @@ for _id, _call, _exc, _msg in [
         "scatter-chunks-sum",
         lambda c: comm.scatter(c.buf, [0], chunk_sizes=[3]),
         ValueError,
-        "chunk sizes add up to 3, but dimension 0 has size 64",
+        "split_with_sizes expects split_sizes to sum exactly to 64 (input tensor's size at "
+        "dimension 0), but got split_sizes=[3]",
     ),
     (
         "scatter-chunk-count",
         lambda c: comm.scatter(c.buf, [0], chunk_sizes=[32, 32]),
         ValueError,
-        "2 chunk sizes for 1 devices",
+        "Expected devices and chunk_sizes to be of same length, but got len(devices) = 1 and "
+        "len(chunk_sizes) = 2",
     ),
-    ("scatter-dim", lambda c: comm.scatter(c.buf, [0], dim=1), ValueError, "dim 1 is out of range"),
+    (
+        "scatter-dim",
+        lambda c: comm.scatter(c.buf, [0], dim=1),
+        IndexError,
+        "Dimension out of range (expected to be in range of [-1, 0], but got 1)",
+    ),
     ("scatter-dim-float", lambda c: comm.scatter(c.buf, [0], dim=0.0), TypeError, "dim must be"),
-    ("scatter-0d", lambda c: comm.scatter(c.scalar, [0]), ValueError, "at least one dimension"),
-    ("gather-empty", lambda c: comm.gather([]), ValueError, "needs at least one Buffer"),
-    ("gather-dim", lambda c: comm.gather([c.buf], dim=3), ValueError, "dim 3 is out of range"),
+    (
+        "scatter-0d",
+        lambda c: comm.scatter(c.scalar, [0]),
+        ValueError,
+        "chunk expects at least a 1-dimensional tensor",
+    ),
+    (
+        "gather-empty",
+        lambda c: comm.gather([]),
+        ValueError,
+        "Expected at least one tensor to gather from",
+    ),
+    (
+        "gather-dim",
+        lambda c: comm.gather([c.buf], dim=3),
+        IndexError,
+        "Dimension out of range (expected to be in range of [-1, 0], but got 3)",
+    ),
     ("gather-dtypes", lambda c: comm.gather([c.buf, c.f32]), ValueError, "same dtype"),
-    ("reduce_add-empty", lambda c: comm.reduce_add([]), ValueError, "needs at least one Buffer"),
+    (
+        "reduce_add-empty",
+        lambda c: comm.reduce_add([]),
+        IndexError,
+        "list index out of range: expected at least one Buffer",
+    ),
     (
         "reduce_add-shapes",
         lambda c: comm.reduce_add([c.buf, c.f32]),
         ValueError,
-        "Buffers must share shape and dtype",
+        "input 1 has invalid size: got 16, but expected 64",
     ),
     (
         "reduce_add-ndarray",
@@ -927,7 +961,13 @@ for _id, _call, _exc, _msg in [
         TypeError,
         "expected out to be a sequence of Buffers, got Buffer",
     ),
-    ("broadcast-out-empty", lambda c: comm.broadcast(c.buf, out=[]), ValueError, "at least one"),
+    (
+        "broadcast-out-host-array",
+        lambda c: comm.broadcast(c.buf, out=[np.zeros(64, np.uint8)]),
+        ValueError,
+        "Expected all output tensors to be mpsrt Buffers, but output tensor at index 0 has "
+        "device 'cpu'",
+    ),
     (
         "broadcast-out-released",
         lambda c: comm.broadcast(c.buf, out=[c.freed]),

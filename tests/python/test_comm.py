@@ -145,8 +145,7 @@ def test_broadcast_bad_inputs(three_devices) -> None:
             comm.broadcast(src, 1)
         with pytest.raises(TypeError):
             comm.broadcast(src, "mps:1")
-        with pytest.raises(ValueError):
-            comm.broadcast(src, [])
+        assert comm.broadcast(src, []) == ()  # torch: no device, no copy
         with pytest.raises(ValueError, match="device"):
             comm.broadcast(src, [0, 3])
         with pytest.raises(ValueError, match="device"):
@@ -232,18 +231,18 @@ def test_scatter_bad_inputs(three_devices) -> None:
             comm.scatter(src, [])
         with pytest.raises(ValueError, match="device"):
             comm.scatter(src, [0, 7])
-        with pytest.raises(ValueError, match="chunk sizes add up to 5"):
+        with pytest.raises(ValueError, match="sum exactly to 6"):
             comm.scatter(src, [0, 1], chunk_sizes=[2, 3])
-        with pytest.raises(ValueError, match="chunk sizes add up to 7"):
+        with pytest.raises(ValueError, match="sum exactly to 4"):
             comm.scatter(src, [0, 1], chunk_sizes=[3, 4], dim=1)
-        with pytest.raises(ValueError, match="chunk sizes"):
+        with pytest.raises(ValueError, match="chunk_sizes to be of same length"):
             comm.scatter(src, [0, 1], chunk_sizes=[6])
-        with pytest.raises(ValueError, match="chunk sizes"):
+        with pytest.raises(ValueError, match="non-negative"):
             comm.scatter(src, [0, 1], chunk_sizes=[7, -1])
         with pytest.raises(TypeError):
             comm.scatter(src, [0, 1], chunk_sizes=3)
         for dim in (2, -3, 100):
-            with pytest.raises(ValueError, match="dim"):
+            with pytest.raises(ValueError, match="Dimension out of range"):
                 comm.scatter(src, [0, 1], dim=dim)
         for dim in ("0", 0.0, None, True):
             with pytest.raises(TypeError, match="dim"):
@@ -305,14 +304,14 @@ def test_gather_bad_inputs(three_devices) -> None:
             comm.gather([a, np.zeros((2, 3), np.float32)])
         with pytest.raises(ValueError, match="dtype"):
             comm.gather([a, make(sample((2, 3), "int64"), "int64", 1)])
-        with pytest.raises(ValueError, match="differ"):
+        with pytest.raises(ValueError, match="invalid shape"):
             comm.gather([a, make(sample((2, 4), "float32"), "float32", 1)], dim=0)
-        with pytest.raises(ValueError, match="differ"):
+        with pytest.raises(ValueError, match="invalid shape"):
             comm.gather([a, make(sample((3, 3), "float32"), "float32", 1)], dim=1)
         with pytest.raises(ValueError):
             comm.gather([a, make(sample((2, 3, 1), "float32"), "float32", 1)])
         for dim in (2, -3):
-            with pytest.raises(ValueError, match="dim"):
+            with pytest.raises(ValueError, match="Dimension out of range"):
                 comm.gather([a, b], dim=dim)
         with pytest.raises(TypeError, match="dim"):
             comm.gather([a, b], dim="1")
@@ -379,9 +378,9 @@ def test_reduce_add_bad_inputs(three_devices) -> None:
             comm.reduce_add(a)
         with pytest.raises(TypeError, match="Buffer"):
             comm.reduce_add([a, 1.0])
-        with pytest.raises(ValueError, match="shape"):
+        with pytest.raises(ValueError, match="invalid size"):
             comm.reduce_add([a, make(sample((3, 2), "float32"), "float32", 1)])
-        with pytest.raises(ValueError, match="shape"):
+        with pytest.raises(ValueError, match="invalid size"):
             comm.reduce_add([a, make(sample((6,), "float32"), "float32", 1)])
         with pytest.raises(ValueError, match="dtype"):
             comm.reduce_add([a, make(sample((2, 3), "int64"), "int64", 1)])
@@ -418,14 +417,16 @@ def test_scatter_chunk_on_the_source_device_is_a_view(three_devices, dtype: str)
         assert parts[0].data_ptr == src.data_ptr and parts[2].data_ptr == src.data_ptr + 6 * row
         assert parts[1].base is None
         check(parts[2], want[6:7], dtype, 1)
-        # Along dim 1 the chunk is strided: a copy (Buffers have no strides), values right.
+        # Along dim 1 the chunk is a strided view (test_scatter_non_leading_dim_views) ...
         cols = comm.scatter(src, [1, 0], dim=1)
-        assert cols[0].base is None and cols[0].data_ptr != src.data_ptr
+        assert cols[0].base is src and cols[0].data_ptr == src.data_ptr
+        assert cols[0].stride() == (4, 1) and not cols[0].is_contiguous()
         check(cols[0], want[:, 0:2], dtype, 1)
-        # ... unless every dimension before dim has size 1: contiguous again, a view.
+        # ... contiguous where every dimension before dim has size 1.
         flat = make(sample((1, 8), dtype), dtype, 2)
         halves = comm.scatter(flat, [2, 0], dim=1)
         assert halves[0].base is flat and halves[0].shape == (1, 4)
+        assert halves[0].is_contiguous()
 
     three_devices(body)
 
@@ -675,3 +676,259 @@ def test_no_copy_rule_and_out_forms_on_one_device() -> None:
 def test_comm_is_exported() -> None:
     assert mpsrt.comm is comm
     assert set(comm.__all__) == {"broadcast", "scatter", "gather", "reduce_add"}
+
+
+# ---------------------------------------------------------------- torch.cuda.comm's errors
+# (issue 28 item 7: empty inputs, an empty device list, chunk sizes that do not add up, host
+# arrays in out=; the texts are torch/csrc/cuda/comm.cpp's and split_with_sizes')
+
+
+def raises_exactly(kind: type[BaseException], text: str, call: Callable[[], object]) -> None:
+    with pytest.raises(kind) as e:
+        call()
+    assert str(e.value) == text
+    assert isinstance(e.value, ValueError)  # API.md: a wrong value is also a ValueError
+
+
+def test_comm_broadcast_torch_errors(three_devices) -> None:
+    def body() -> None:
+        src = make(sample((2, 3), "float32"), "float32", 0)
+        # torch: an empty device list or out list broadcasts to nothing.
+        assert comm.broadcast(src, []) == ()
+        assert comm.broadcast(src, out=[]) == ()
+        host = np.zeros((2, 3), np.float32)
+        for out in ([host], [mpsrt.empty((2, 3), "float32", device=1), host]):
+            i = len(out) - 1
+            raises_exactly(
+                RuntimeError,
+                f"Expected all output tensors to be mpsrt Buffers, but output tensor at index {i} "
+                "has device 'cpu' (a numpy.ndarray)",
+                lambda out=out: comm.broadcast(src, out=out),
+            )
+        assert (host == 0).all()
+
+    three_devices(body)
+
+
+def test_comm_scatter_torch_errors(three_devices) -> None:
+    def body() -> None:
+        src = make(sample((6, 4), "float32"), "float32", 0)
+        raises_exactly(
+            RuntimeError,
+            "Expected at least one device to scatter to",
+            lambda: comm.scatter(src, []),
+        )
+        raises_exactly(
+            RuntimeError,
+            "Expected at least one output tensor to scatter to",
+            lambda: comm.scatter(src, out=[]),
+        )
+        raises_exactly(
+            RuntimeError,
+            "split_with_sizes expects split_sizes to sum exactly to 6 (input tensor's size at "
+            "dimension 0), but got split_sizes=[2, 3]",
+            lambda: comm.scatter(src, [0, 1], chunk_sizes=[2, 3]),
+        )
+        raises_exactly(
+            RuntimeError,
+            "split_with_sizes expects split_sizes to sum exactly to 4 (input tensor's size at "
+            "dimension 1), but got split_sizes=[3, 4]",
+            lambda: comm.scatter(src, [1, 2], chunk_sizes=[3, 4], dim=-1),
+        )
+        raises_exactly(
+            RuntimeError,
+            "split_with_sizes expects split_sizes have only non-negative entries, but got "
+            "split_sizes=[7, -1]",
+            lambda: comm.scatter(src, [0, 1], chunk_sizes=[7, -1]),
+        )
+        raises_exactly(
+            RuntimeError,
+            "Expected devices and chunk_sizes to be of same length, but got len(devices) = 2 and "
+            "len(chunk_sizes) = 1",
+            lambda: comm.scatter(src, [0, 1], chunk_sizes=[6]),
+        )
+        raises_exactly(
+            IndexError,
+            "Dimension out of range (expected to be in range of [-2, 1], but got 2)",
+            lambda: comm.scatter(src, [0, 1], dim=2),
+        )
+        raises_exactly(
+            RuntimeError,
+            "chunk expects at least a 1-dimensional tensor",
+            lambda: comm.scatter(mpsrt.empty((), "float32"), [0, 1]),
+        )
+        raises_exactly(
+            RuntimeError,
+            "Expected all output tensors to be mpsrt Buffers, but output tensor at index 0 has "
+            "device 'cpu' (a numpy.ndarray)",
+            lambda: comm.scatter(src, out=[np.zeros((6, 4), np.float32)]),
+        )
+
+    three_devices(body)
+
+
+def test_comm_gather_and_reduce_add_torch_errors(three_devices) -> None:
+    def body() -> None:
+        a = make(sample((2, 3), "float32"), "float32", 0)
+        raises_exactly(
+            RuntimeError, "Expected at least one tensor to gather from", lambda: comm.gather([])
+        )
+        raises_exactly(
+            RuntimeError,
+            "Expected at least one tensor to gather from",
+            lambda: comm.gather([], out=mpsrt.empty((2, 3), "float32")),
+        )
+        raises_exactly(
+            RuntimeError,
+            "Expected all input tensors to have the same number of dimensions, but tensor at "
+            "index 1 has 3 dimensions, (expected 2)",
+            lambda: comm.gather([a, mpsrt.empty((2, 3, 1), "float32", device=1)]),
+        )
+        raises_exactly(
+            RuntimeError,
+            "Input tensor at index 1 has invalid shape [2, 4], but expected [2, 3]",
+            lambda: comm.gather([a, mpsrt.empty((2, 4), "float32", device=1)]),
+        )
+        raises_exactly(
+            IndexError,
+            "Dimension out of range (expected to be in range of [-2, 1], but got -3)",
+            lambda: comm.gather([a, a], dim=-3),
+        )
+        raises_exactly(
+            ValueError,
+            "input 1 has invalid size: got 3x2, but expected 2x3",
+            lambda: comm.reduce_add([a, mpsrt.empty((3, 2), "float32", device=1)]),
+        )
+        with pytest.raises(IndexError, match="list index out of range") as e:
+            comm.reduce_add([])  # torch indexes inputs[0]
+        assert isinstance(e.value, ValueError)
+
+    three_devices(body)
+
+
+def test_comm_gather_into_a_host_array_as_torch_gathers_into_a_cpu_tensor(three_devices) -> None:
+    def body() -> None:
+        parts = [sample((2, c), "float32", seed=c) for c in (1, 3)]
+        bufs = [make(p, "float32", d) for d, p in enumerate(parts)]
+        host = np.full((2, 4), -7, np.float32)
+        assert comm.gather(bufs, dim=1, out=host) is host
+        np.testing.assert_array_equal(host, np.concatenate(parts, 1))
+        raises_exactly(
+            RuntimeError,
+            "Expected out tensor to have shape [2, 4], but got [4, 2]",
+            lambda: comm.gather(bufs, dim=1, out=np.zeros((4, 2), np.float32)),
+        )
+        with pytest.raises(ValueError, match="does not convert dtypes"):
+            comm.gather(bufs, dim=1, out=np.zeros((2, 4), np.float64))
+
+    three_devices(body)
+
+
+# ---------------------------------------------------------------- scatter's views along any dim
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_non_leading_dim_views(three_devices, dtype: str) -> None:
+    """torch's scatter returns `tensor.chunk(...)` / split views for the chunks that stay on the
+    source's device: strided along a later dimension, with torch's strides and offsets."""
+    torch = pytest.importorskip("torch")
+
+    def body() -> None:
+        x = sample((3, 7, 2), dtype)
+        src = make(x, dtype, 1)
+        t = torch.zeros(3, 7, 2)  # the layout torch's chunks have
+        want_chunks = t.chunk(3, dim=1)
+        out = comm.scatter(src, [1, 0, 1], dim=1)  # chunks of 3, 3, 1 along dim 1
+        for i, (chunk, tc) in enumerate(zip(out, want_chunks)):
+            assert chunk.shape == tuple(tc.shape)
+            part = x[:, 3 * i : 3 * i + tc.shape[1]]
+            if chunk.device == 1:
+                assert chunk.base is src
+                assert chunk.stride() == tc.stride()
+                assert chunk.is_contiguous() == tc.is_contiguous()
+                assert chunk.data_ptr - src.data_ptr == tc.storage_offset() * src.itemsize
+            else:
+                assert chunk.base is None and chunk.is_contiguous()
+            check(chunk, part, dtype, [1, 0, 1][i])
+        # A write through a strided chunk reaches exactly its elements of the source.
+        out[0].fill_(0)
+        want = x.copy()
+        want[:, 0:3] = 0
+        check(src, want, dtype, 1)
+        # chunk_sizes along the last dimension, and out= with a strided source piece.
+        halves = comm.scatter(src, [1, 2], chunk_sizes=[1, 1], dim=2)
+        assert halves[0].stride() == (14, 2, 1) and halves[0].base is src
+        check(halves[0], want[:, :, :1], dtype, 1)
+        check(halves[1], want[:, :, 1:], dtype, 2)
+        outs = [mpsrt.empty((3, 7, 1), dtype, device=d) for d in (2, 1)]
+        comm.scatter(src, dim=2, out=outs)
+        check(outs[0], want[:, :, :1], dtype, 2)
+        check(outs[1], want[:, :, 1:], dtype, 1)
+        # gather of strided views puts them back.
+        check(comm.gather(list(halves), dim=2, destination=0), want, dtype, 0)
+
+    three_devices(body)
+
+
+# ---------------------------------------------------------------- Buffer.copy_ across devices
+# (issue 28 item 6: as a cross-device tensor.copy_ on CUDA)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_device_buffer_copy_values(three_devices, dtype: str) -> None:
+    def body() -> None:
+        x = sample((5, 6), dtype)
+        a = make(x, dtype, 0)
+        b = mpsrt.empty((5, 6), dtype, device=2)
+        assert b.copy_(a) is b
+        check(b, x, dtype, 2)
+        # Views and strided views on either side: exactly their elements move.
+        c = make(np.zeros((5, 6), np.float32), dtype, 1)
+        c.narrow(1, 2, 3).copy_(a.narrow(1, 0, 3))
+        c[4].copy_(b[0])
+        want = np.zeros((5, 6), np.float32).astype(x.dtype)
+        want[:, 2:5] = x[:, 0:3]
+        want[4] = x[0]
+        check(c, want, dtype, 1)
+        with pytest.raises(ValueError, match="sizes must match"):
+            b.copy_(mpsrt.empty((5, 5), dtype, device=0))
+
+    three_devices(body)
+
+
+def test_cross_device_buffer_copy_is_stream_ordered(three_devices) -> None:
+    """Ordered after the source device's current stream (its pending fills are copied) and the
+    destination's current stream (its pending fill comes first), complete when it returns."""
+
+    def body() -> None:
+        n = 1 << 18
+        src = mpsrt.empty((n,), "int64", device=0)
+        dst = mpsrt.empty((n,), "int64", device=1)
+        s0, s1 = mpsrt.Stream(device=0), mpsrt.Stream(device=1)
+        with mpsrt.stream(s0), mpsrt.stream(s1):
+            for v in range(1, 21):
+                src.fill_(v)  # queued on device 0's current stream
+                dst.fill_(-v)  # queued on device 1's current stream, before the copy
+            dst.copy_(src)
+            assert s0.query() and s1.query()
+            src.fill_(99)  # later work on the source does not reach the copy
+        assert (read(dst) == 20).all()
+
+    three_devices(body)
+
+
+def test_cross_device_buffer_copy_in_the_profiler(three_devices, tmp_path) -> None:
+    import json
+
+    def body() -> None:
+        a = mpsrt.empty((1024,), "float32", device=0).fill_(1.0)
+        b = mpsrt.empty((1024,), "float32", device=1)
+        mpsrt.profiler.start()
+        b.copy_(a)
+        mpsrt.profiler.stop()
+        mpsrt.profiler.export_trace(tmp_path / "t.json")
+        trace = json.loads((tmp_path / "t.json").read_text())
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        assert any(e.get("name") == "copy_peer" for e in events)
+
+    three_devices(body)

@@ -101,9 +101,19 @@ class MPSRT_API Buffer {
   /// as it was). Throws std::invalid_argument for another pattern size or a stream on another
   /// device.
   void fill(uint64_t pattern, unsigned pattern_size, const Stream& stream);
-  /// Encodes a copy of src's bytes into this buffer (same size; src may be this buffer) on
-  /// `stream`. Throws std::invalid_argument when the sizes differ or src, this buffer and the
-  /// stream are not on one device.
+  /// Copies src's bytes into this buffer (same size; src may be this buffer), `stream` being a
+  /// stream of this buffer's device.
+  /// - src on this device: a copy encoded on `stream` (asynchronous, stream-ordered).
+  /// - src on another device (a cross-device copy, as a cross-device tensor.copy_ on CUDA): the
+  ///   copy comes after the work queued so far on the calling thread's current stream of src's
+  ///   device and on `stream`, and work encoded later on either sees it done: it waits for both
+  ///   streams, then moves the bytes through the host (unified memory: one memmove between the
+  ///   two buffers' host memory; discrete memory: staged, on src's device's current stream and
+  ///   on `stream`), and is complete when it returns. The profiler records it as a
+  ///   "copy_peer" host copy on the destination's device. Other streams' work is not waited for (as
+  ///   on CUDA).
+  /// Throws std::invalid_argument when the sizes differ or the stream is not on this buffer's
+  /// device, mpsrt::Error when a command of either stream failed.
   void copy_from(const Buffer& src, const Stream& stream);
   /// Copies nbytes (the buffer's size) from host memory, after the device's pending work (on
   /// every stream), complete when it returns. Unified memory: one memmove (the source may
@@ -121,6 +131,8 @@ class MPSRT_API Buffer {
   friend struct detail::Access;  // the core's way in (csrc/core/access.h)
   // Discrete memory: copies from `from` (when set) or into `to` through the staging pool.
   void stage(const void* from, void* to) const;
+  // copy_from's path for a source on another device.
+  void copy_from_peer(const Buffer& src, const Stream& stream);
   detail::Block* block_ = nullptr;
   detail::CachingAllocator* alloc_ = nullptr;
   // The count of Buffers over the allocation; null until the first view is made (a Buffer
