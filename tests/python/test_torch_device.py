@@ -702,6 +702,54 @@ def test_profiler_logs_host_ops(backend: str) -> None:
     assert "aten::mm" in section and "aten::sum" in section
 
 
+_AUTOGRAD_PROFILE = """
+import json, time, torch, mpsrt.torch
+x = torch.randn(512, 512, device="mpsrt")
+(x @ x).sum().item()  # warm: the kernels and the allocator's blocks exist
+t0 = time.perf_counter()
+with torch.autograd.profiler.profile(use_device="mpsrt") as prof:
+    y = x @ x
+    s = y.sum()
+    torch.mpsrt.synchronize()
+wall = (time.perf_counter() - t0) * 1e6
+# a key can have two rows: an op's device call and the CPU kernel it runs (the fallback)
+rows = {}
+for e in prof.key_averages():
+    rows.setdefault(e.key, []).append([e.self_device_time_total, e.device_time_total, e.count])
+events = [[e.name, e.device_time_total] for e in prof.function_events]
+table = prof.key_averages().table()
+print(json.dumps({"rows": rows, "events": events, "wall": wall, "table": table}))
+"""
+
+
+def test_autograd_profiler_use_device_times_device_ops(backend: str) -> None:
+    # torch.autograd.profiler.profile(use_device="mpsrt") records an mpsrt timing event on the
+    # current stream at each op's entry and exit (torch's PrivateUse1 profiler stubs): real device
+    # times, no "PrivateUse1 used in profiler but not enabled" per op (a fresh interpreter: torch
+    # prints those on stderr).
+    import json
+
+    out = run_python(_AUTOGRAD_PROFILE, backend)
+    assert out.returncode == 0, out.stderr
+    assert "not enabled" not in out.stderr and "RecordFunction callback" not in out.stderr, (
+        out.stderr
+    )
+    got = json.loads(out.stdout.splitlines()[-1])
+    rows, wall = got["rows"], got["wall"]
+    assert {"aten::matmul", "aten::mm", "aten::sum"} <= set(rows), rows
+    for name, averages in rows.items():
+        for self_device, device_total, count in averages:
+            assert 0 <= self_device <= device_total <= wall, (name, averages, wall)
+            assert count >= 1
+    for name, device_total in got["events"]:
+        assert 0 <= device_total <= wall, (name, device_total, wall)
+    # a 512x512 matmul takes device time, less than the profiled region's wall time
+    mm = max(self_device for self_device, _, _ in rows["aten::mm"])
+    assert 0 < mm < wall, rows["aten::mm"]
+    assert max(total for _, total, _ in rows["aten::matmul"]) >= mm
+    assert "Self MPSRT" in got["table"] and "MPSRT total" in got["table"]
+
+
 def test_memory_snapshot_has_torch_allocations_with_user_frames() -> None:
     from torch.cuda import _memory_viz
 
