@@ -184,6 +184,37 @@ for w in caught:
 """
 
 
+def test_accelerator_only_ops_run_as_their_decomposition() -> None:
+    # _fused_rms_norm_backward has kernels for accelerators only (none on the CPU, whose kernel
+    # the fallback would run): rms_norm's backward runs as torch._decomp's decomposition.
+    from mpsrt.torch import _decomp
+
+    assert "aten::_fused_rms_norm_backward" in _decomp.REGISTERED
+    assert not any("thnn_fused" in name for name in _decomp.REGISTERED)  # rnn_ops.cpp's own
+    torch.manual_seed(5)
+    x, w = torch.randn(4, 6, requires_grad=True), torch.randn(6, requires_grad=True)
+    xd = x.detach().to("mpsrt").requires_grad_()
+    wd = w.detach().to("mpsrt").requires_grad_()
+    y = torch.nn.functional.rms_norm(x, (6,), w, 1e-5)
+    yd = torch.nn.functional.rms_norm(xd, (6,), wd, 1e-5)
+    (y * y).sum().backward()
+    (yd * yd).sum().backward()
+    torch.testing.assert_close(yd.cpu(), y.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(wd.grad.cpu(), w.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_an_accelerator_only_op_without_decomposition_says_so() -> None:
+    # linear_backward has an MPS kernel only and no decomposition: the error names the op and
+    # why, not a "CPU backend" the caller never used; the device stays usable.
+    x = torch.randn(4, 6, device="mpsrt")
+    with pytest.raises(NotImplementedError, match=r"aten::linear_backward has no kernel on the "):
+        torch.ops.aten.linear_backward(
+            x, torch.ones(4, 3, device="mpsrt"), torch.ones(3, 6, device="mpsrt"), [True] * 3
+        )
+    assert (x + 1).sum().item() == pytest.approx((x.cpu() + 1).sum().item(), rel=1e-5)
+
+
 def test_a_staged_fallback_warns_once_per_op(backend: str) -> None:
     # In a fresh interpreter: each op warns once per process. Discrete memory (vulkan, forced):
     # atan and add each warn once, naming the op and how to silence it; unified memory: none.
