@@ -534,6 +534,16 @@ class Returns {
 // ------------------------------------------------------------------ the fallback
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
+  // An op torch implements for accelerators only (no CPU kernel, no composite one): torch's own
+  // error would name the CPU backend, which the caller never asked for. Ops of that kind with a
+  // decomposition in torch._decomp have one registered as their mpsrt kernel (mpsrt/torch/
+  // _decomp.py) and the fused RNN cells their compositions (rnn_ops.cpp), so they do not come
+  // here.
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "[torch] ",
+                              op_name(schema),
+                              " has no kernel on the mpsrt device, and the device's fallback "
+                              "cannot run it: torch implements it for other accelerators only "
+                              "(no CPU kernel, no decomposition in torch._decomp)");
   const size_t begin = stack->size() - schema.arguments().size();
   Arguments found = alias_arguments(schema, *stack, begin);
   if (!found.device) {

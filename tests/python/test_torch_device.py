@@ -184,6 +184,37 @@ for w in caught:
 """
 
 
+def test_accelerator_only_ops_run_as_their_decomposition() -> None:
+    # _fused_rms_norm_backward has kernels for accelerators only (none on the CPU, whose kernel
+    # the fallback would run): rms_norm's backward runs as torch._decomp's decomposition.
+    from mpsrt.torch import _decomp
+
+    assert "aten::_fused_rms_norm_backward" in _decomp.REGISTERED
+    assert not any("thnn_fused" in name for name in _decomp.REGISTERED)  # rnn_ops.cpp's own
+    torch.manual_seed(5)
+    x, w = torch.randn(4, 6, requires_grad=True), torch.randn(6, requires_grad=True)
+    xd = x.detach().to("mpsrt").requires_grad_()
+    wd = w.detach().to("mpsrt").requires_grad_()
+    y = torch.nn.functional.rms_norm(x, (6,), w, 1e-5)
+    yd = torch.nn.functional.rms_norm(xd, (6,), wd, 1e-5)
+    (y * y).sum().backward()
+    (yd * yd).sum().backward()
+    torch.testing.assert_close(yd.cpu(), y.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(wd.grad.cpu(), w.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_an_accelerator_only_op_without_decomposition_says_so() -> None:
+    # linear_backward has an MPS kernel only and no decomposition: the error names the op and
+    # why, not a "CPU backend" the caller never used; the device stays usable.
+    x = torch.randn(4, 6, device="mpsrt")
+    with pytest.raises(NotImplementedError, match=r"aten::linear_backward has no kernel on the "):
+        torch.ops.aten.linear_backward(
+            x, torch.ones(4, 3, device="mpsrt"), torch.ones(3, 6, device="mpsrt"), [True] * 3
+        )
+    assert (x + 1).sum().item() == pytest.approx((x.cpu() + 1).sum().item(), rel=1e-5)
+
+
 def test_a_staged_fallback_warns_once_per_op(backend: str) -> None:
     # In a fresh interpreter: each op warns once per process. Discrete memory (vulkan, forced):
     # atan and add each warn once, naming the op and how to silence it; unified memory: none.
@@ -700,6 +731,54 @@ def test_profiler_logs_host_ops(backend: str) -> None:
     assert "host op" in out.stderr and "aten::tanh" in out.stderr
     section = out.stderr[out.stderr.index("host op  ") :]
     assert "aten::mm" in section and "aten::sum" in section
+
+
+_AUTOGRAD_PROFILE = """
+import json, time, torch, mpsrt.torch
+x = torch.randn(512, 512, device="mpsrt")
+(x @ x).sum().item()  # warm: the kernels and the allocator's blocks exist
+t0 = time.perf_counter()
+with torch.autograd.profiler.profile(use_device="mpsrt") as prof:
+    y = x @ x
+    s = y.sum()
+    torch.mpsrt.synchronize()
+wall = (time.perf_counter() - t0) * 1e6
+# a key can have two rows: an op's device call and the CPU kernel it runs (the fallback)
+rows = {}
+for e in prof.key_averages():
+    rows.setdefault(e.key, []).append([e.self_device_time_total, e.device_time_total, e.count])
+events = [[e.name, e.device_time_total] for e in prof.function_events]
+table = prof.key_averages().table()
+print(json.dumps({"rows": rows, "events": events, "wall": wall, "table": table}))
+"""
+
+
+def test_autograd_profiler_use_device_times_device_ops(backend: str) -> None:
+    # torch.autograd.profiler.profile(use_device="mpsrt") records an mpsrt timing event on the
+    # current stream at each op's entry and exit (torch's PrivateUse1 profiler stubs): real device
+    # times, no "PrivateUse1 used in profiler but not enabled" per op (a fresh interpreter: torch
+    # prints those on stderr).
+    import json
+
+    out = run_python(_AUTOGRAD_PROFILE, backend)
+    assert out.returncode == 0, out.stderr
+    assert "not enabled" not in out.stderr and "RecordFunction callback" not in out.stderr, (
+        out.stderr
+    )
+    got = json.loads(out.stdout.splitlines()[-1])
+    rows, wall = got["rows"], got["wall"]
+    assert {"aten::matmul", "aten::mm", "aten::sum"} <= set(rows), rows
+    for name, averages in rows.items():
+        for self_device, device_total, count in averages:
+            assert 0 <= self_device <= device_total <= wall, (name, averages, wall)
+            assert count >= 1
+    for name, device_total in got["events"]:
+        assert 0 <= device_total <= wall, (name, device_total, wall)
+    # a 512x512 matmul takes device time, less than the profiled region's wall time
+    mm = max(self_device for self_device, _, _ in rows["aten::mm"])
+    assert 0 < mm < wall, rows["aten::mm"]
+    assert max(total for _, total, _ in rows["aten::matmul"]) >= mm
+    assert "Self MPSRT" in got["table"] and "MPSRT total" in got["table"]
 
 
 def test_memory_snapshot_has_torch_allocations_with_user_frames() -> None:

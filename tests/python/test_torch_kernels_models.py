@@ -1,12 +1,16 @@
 """Models on the PyTorch device's kernels, against torch CPU: the seed transformer's forward
 (nn.TransformerEncoder in inference: torch's fused encoder-layer op, which runs on the device
 as its composition of aten ops), nn.MultiheadAttention's inference path, and an MLP's training
-step (forward, cross-entropy, backward, SGD with momentum). Where the device runs kernels, the
-transformer's forward and the MLP's step run with no op through the fallback."""
+step (forward, cross-entropy, backward, SGD with momentum); nn.LSTM / nn.GRU and their cells
+forward and backward (torch's fused cells, ops it dispatches to a device only, as compositions of
+aten ops), in the default mode and on the device's kernels. Where the device runs kernels, the
+transformer's forward, the MLP's step and the RNNs run with no op through the fallback."""
 
 from __future__ import annotations
 
+import copy
 import warnings
+from typing import Any
 
 import pytest
 from kernel_check import assert_close, torch
@@ -87,6 +91,108 @@ def test_mlp_training_step(device_kernels: bool) -> None:
                 assert _fallbacks() == {}
     for p, q in zip(cpu.parameters(), dev.parameters()):
         assert_close(q, p.detach(), atol=1e-5, rtol=1e-4)
+
+
+# (layers, bidirectional, batch_first, bias): every option in both states, with few cases
+_RNN_CONFIGS = [(1, False, False, True), (2, True, True, True), (2, False, True, False)]
+_RNN_CONFIGS += [(1, True, False, False)]
+
+
+def _weighted_sum(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """A loss that weighs each output element differently (so that a wrong gate's gradient
+    cannot hide in a symmetric sum)."""
+    total = 0
+    for t in outputs:
+        w = torch.linspace(0.5, 1.5, t.numel()).reshape(t.shape).to(t.device)
+        total = total + (t * w).sum()
+    return total
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for item in out for t in _flat(item)]
+
+
+def _rnn_matches_cpu(module: torch.nn.Module, x: torch.Tensor, state: Any, device: bool) -> None:
+    """module on mpsrt (the same weights) against CPU: outputs, the input's, the state's and
+    every parameter's gradient; with device kernels, nothing through the fallback."""
+    dev = copy.deepcopy(module).to("mpsrt")
+    xc, xd = x.clone().requires_grad_(), x.to("mpsrt").requires_grad_()
+    args_c, args_d = [xc], [xd]
+    if state is not None:
+        sc = [t.clone().requires_grad_() for t in state]
+        sd = [t.to("mpsrt").requires_grad_() for t in state]
+        args_c.append(sc[0] if len(sc) == 1 else tuple(sc))
+        args_d.append(sd[0] if len(sd) == 1 else tuple(sd))
+    expected = _flat(module(*args_c))
+    _weighted_sum(expected).backward()
+    torch.mpsrt.reset_fallback_counts()
+    got = _flat(dev(*args_d))
+    _weighted_sum(got).backward()
+    if device:
+        assert _fallbacks() == {}
+    assert_close(got, [t.detach() for t in expected], atol=1e-5, rtol=1e-4)
+    assert_close(xd.grad, xc.grad, atol=1e-5, rtol=1e-4)
+    if state is not None:
+        assert_close([t.grad for t in sd], [t.grad for t in sc], atol=1e-5, rtol=1e-4)
+    for (name, p), q in zip(module.named_parameters(), dev.parameters()):
+        assert q.grad is not None, name
+        assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(params=["auto", "device"])
+def rnn_kernels(request: pytest.FixtureRequest) -> bool:
+    """The RNN tests run in the default mode and with the device's kernels (device_kernels);
+    True where every op must then run on kernels."""
+    if request.param == "auto":
+        return False
+    return request.getfixturevalue("device_kernels")
+
+
+@pytest.mark.parametrize("config", _RNN_CONFIGS, ids=lambda c: "l{}-bi{:d}-bf{:d}-b{:d}".format(*c))
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_lstm_gru_forward_backward_match_cpu(rnn_kernels: bool, kind: str, config: tuple) -> None:
+    # torch runs these on a device through its fused cells (_thnn_fused_lstm_cell, ...), which
+    # the CPU has no kernel for: the device's compositions, against the CPU's unfused cells.
+    layers, bidirectional, batch_first, bias = config
+    torch.manual_seed(3)
+    module = getattr(torch.nn, kind)(
+        5, 7, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias
+    )
+    x = torch.randn(3, 4, 5)
+    state = None
+    if layers == 2:  # an initial state, whose gradient is checked too
+        h0 = torch.randn(layers * (2 if bidirectional else 1), 3 if batch_first else 4, 7)
+        state = [h0, torch.randn_like(h0)] if kind == "LSTM" else [h0]
+    _rnn_matches_cpu(module, x, state, rnn_kernels)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell"])
+def test_rnn_cells_forward_backward_match_cpu(rnn_kernels: bool, kind: str, bias: bool) -> None:
+    torch.manual_seed(4)
+    module = getattr(torch.nn, kind)(5, 7, bias=bias)
+    state = [torch.randn(3, 7)] + ([torch.randn(3, 7)] if kind == "LSTMCell" else [])
+    _rnn_matches_cpu(module, torch.randn(3, 5), state if bias else None, rnn_kernels)
+
+
+def test_fused_cells_refuse_bad_sizes(device_kernels: bool) -> None:
+    # torch's CUDA checks, with what was expected; the device stays usable.
+    gates = torch.randn(2, 8, device="mpsrt")
+    with pytest.raises(RuntimeError, match=r"hidden_gates must have input_gates' size"):
+        torch.ops.aten._thnn_fused_lstm_cell(gates, gates[:, :4], torch.randn(2, 2, device="mpsrt"))
+    with pytest.raises(RuntimeError, match=r"previous state must be 2-D \[batch, hidden_size\]"):
+        torch.ops.aten._thnn_fused_lstm_cell(gates, gates, torch.randn(2, 3, device="mpsrt"))
+    with pytest.raises(RuntimeError, match=r"input_bias must be 1-D of 9 elements"):
+        g = torch.randn(2, 9, device="mpsrt")
+        torch.ops.aten._thnn_fused_gru_cell(g, g, torch.randn(2, 3, device="mpsrt"), g, g)
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(
+        torch.randn(2, 9, device="mpsrt"),
+        torch.randn(2, 9, device="mpsrt"),
+        torch.randn(2, 3, device="mpsrt"),
+    )
+    assert hy.shape == (2, 3) and ws.shape == (2, 15)
 
 
 F = torch.nn.functional

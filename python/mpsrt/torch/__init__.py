@@ -30,7 +30,7 @@ from typing import Any
 
 import mpsrt
 
-from . import _distributed, _glue, _module  # noqa: F401 (_distributed: the dist backend "mpsrt")
+from . import _decomp, _distributed, _glue, _module  # noqa: F401 (_distributed: the dist backend "mpsrt")
 from ._reference import cpu_reference_rng
 
 _BACKEND = "mpsrt"
@@ -77,6 +77,7 @@ def _register() -> None:
         )
     torch.utils.rename_privateuse1_backend(_BACKEND)
     _glue.load()
+    _decomp.register()  # after the glue: its own kernels are kept
     torch._register_device_module(_BACKEND, _module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
