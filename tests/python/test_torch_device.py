@@ -1028,6 +1028,12 @@ def test_a_build_killed_half_way_never_blocks_later_imports(
     # What a build killed half way (Ctrl-C, a CI timeout) leaves: torch's lock file, which
     # torch's own loader waits on forever; a library cut short by the linker; the builders' lock
     # held by a process that died. Each later import must still load a working glue.
+    from conftest import AVAILABLE, BACKENDS
+
+    if left != "torch_lock" and backend != next(b for b in BACKENDS if b in AVAILABLE):
+        # The glue is one library for every backend: its rebuild (~25 s of a core) is checked
+        # once, on the run's first backend; the import that uses it runs on each.
+        pytest.skip("the glue's rebuild is backend-independent: checked on the first backend")
     from mpsrt.torch import _glue
 
     d = _cached_build_copy(tmp_path)
