@@ -77,6 +77,20 @@ size_t row_bytes(const PyBuffer& b, Shape* row_shape) {
   return n;
 }
 
+// An int key as a row index among n rows (a negative one counts from the end), checked with
+// torch's IndexError text.
+int64_t row_index(nb::handle key, int64_t n) {
+  int overflow = 0;
+  long long i = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
+  if (overflow == 0 && i < 0) i += n;
+  if (overflow != 0 || i < 0 || i >= n) {
+    throw nb::index_error(("index " + nb::cast<std::string>(nb::str(key)) +
+                           " is out of bounds for dimension 0 with size " + std::to_string(n))
+                              .c_str());
+  }
+  return i;
+}
+
 // buf[i] / buf[a:b] of a Buffer with strides (a strided view, or a contiguous one with torch's
 // strides on dimensions of size 0 or 1): a view keeping them, with the same checks and texts.
 BufferObject getitem_strided(nb::handle self, PyBuffer& b, nb::handle key) {
@@ -84,14 +98,7 @@ BufferObject getitem_strided(nb::handle self, PyBuffer& b, nb::handle key) {
   const int64_t n = b.shape[0];
   Shape shape, sub;
   if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
-    int overflow = 0;
-    long long i = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
-    if (overflow == 0 && i < 0) i += n;
-    if (overflow != 0 || i < 0 || i >= n) {
-      throw nb::index_error(("index " + nb::cast<std::string>(nb::str(key)) +
-                             " is out of bounds for dimension 0 with size " + std::to_string(n))
-                                .c_str());
-    }
+    const int64_t i = row_index(key, n);
     for (size_t d = 1; d < b.shape.size(); ++d) {
       shape.dims[shape.ndim++] = b.shape[d];
       sub.dims[sub.ndim++] = strides[d];
@@ -124,14 +131,7 @@ BufferObject getitem(nb::handle self, IndexArg index) {
   const size_t rb = row_bytes(b, &row);
   const size_t row_count = rb / itemsize(*b.dtype);
   if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
-    int overflow = 0;
-    long long i = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
-    if (overflow == 0 && i < 0) i += n;
-    if (overflow != 0 || i < 0 || i >= n) {
-      throw nb::index_error(("index " + nb::cast<std::string>(nb::str(key)) +
-                             " is out of bounds for dimension 0 with size " + std::to_string(n))
-                                .c_str());
-    }
+    const int64_t i = row_index(key, n);
     return make_view(self, b, static_cast<size_t>(i) * rb, row, row_count, *b.dtype);
   }
   if (PySlice_Check(key.ptr())) {
