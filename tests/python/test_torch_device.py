@@ -1279,3 +1279,60 @@ def test_device_capability_lists_the_dtypes_the_device_makes_and_converts() -> N
         wide = torch.complex128 if dt.is_complex else torch.float64
         assert torch.equal(x.to(wide).cpu(), ones.to(wide)), dt
     assert {torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool} <= dtypes
+
+
+_CONVS = {
+    "conv1d": lambda: torch.nn.Conv1d(3, 8, 3, padding=1),
+    "conv2d-grouped-dilated": lambda: torch.nn.Conv2d(4, 8, 3, stride=2, groups=2, dilation=2),
+    "conv-transpose2d": lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1),
+    "conv-transpose2d-grouped": lambda: torch.nn.ConvTranspose2d(4, 6, 3, groups=2, bias=False),
+    "conv3d-no-bias": lambda: torch.nn.Conv3d(2, 4, 3, bias=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CONVS))
+def test_convolutions_and_their_gradients_match_cpu(name: str) -> None:
+    # torch sends an out-of-tree device's convolutions to convolution_overrideable and their
+    # gradients to convolution_backward_overrideable, which no CPU kernel serves: they run as
+    # the generic convolution ops' CPU kernels through the fallback.
+    import copy
+
+    torch.manual_seed(0)
+    mod = _CONVS[name]()
+    dims = {torch.nn.Conv1d: 1, torch.nn.Conv3d: 3}.get(type(mod), 2)
+    x = torch.randn(2, mod.in_channels, *([9] * dims), requires_grad=True)
+    on_device = copy.deepcopy(mod).to("mpsrt")
+    xd = x.detach().to("mpsrt").requires_grad_(True)
+    torch.mpsrt.reset_fallback_counts()
+    y, yd = mod(x), on_device(xd)
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    yd.backward(grad.to("mpsrt"))
+    assert yd.device.type == "mpsrt"
+    torch.testing.assert_close(yd.cpu(), y, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, atol=1e-5, rtol=1e-5)
+    for p, q in zip(on_device.parameters(), mod.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-4, rtol=1e-4)
+    ran = torch.mpsrt.fallback_counts()
+    assert ran.get("aten::convolution") == 1 and ran.get("aten::convolution_backward") == 1, ran
+
+
+def test_a_script_ending_right_after_a_backward_exits_cleanly(backend: str) -> None:
+    # torch's autograd worker thread of the device may drop a finished backward's Python state
+    # while the interpreter finalizes (exit code 134, "terminate called ..."): the device's
+    # exit hook lets it finish first. Three runs at once: the race showed in half the runs.
+    code = (
+        "import torch, mpsrt.torch\n"
+        "x = torch.randn(2, 3, requires_grad=True).to('mpsrt')\n"
+        "m = torch.nn.Linear(3, 8).to('mpsrt')\n"
+        "m(x).sum().backward()\n"
+    )
+    env = {**os.environ, "MPSRT_BACKEND": backend}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    for p in runs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        assert "terminate called" not in err

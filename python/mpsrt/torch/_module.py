@@ -3,7 +3,9 @@ torch.cuda-style functions, answered by mpsrt's one runtime."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import time
 from typing import Any
 
 import torch
@@ -11,6 +13,33 @@ import torch
 import mpsrt
 
 _initialized = True  # the runtime starts with mpsrt; nothing to do lazily
+
+
+def _autograd_device_threads_running() -> bool:
+    """Whether torch's autograd engine has started its per-device worker threads (named
+    pt_autograd_N; Linux names them in /proc). True where that cannot be read."""
+    try:
+        names = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return True
+    return any(n.startswith("pt_autograd") for n in names)
+
+
+def _let_autograd_threads_drop_their_tasks() -> None:
+    """At interpreter exit, before finalization: a moment with the GIL released.
+
+    torch (2.13) keeps a Python object (the caller's contextvars context) in every backward's
+    GraphTask; the device's autograd worker thread may drop the last reference to a finished
+    GraphTask just after backward() returned. If that happens once the interpreter finalizes,
+    the thread's GIL acquisition ends it with a forced unwind through a noexcept destructor:
+    "terminate called without an active exception" and exit code 134, in about half the runs
+    of a script that ends right after a backward on the device. Letting those threads run for a
+    few milliseconds first closes the window."""
+    if _autograd_device_threads_running():
+        time.sleep(0.005)
+
+
+atexit.register(_let_autograd_threads_drop_their_tasks)
 
 
 def _index(device: Any = None) -> int:
