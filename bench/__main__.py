@@ -5,7 +5,7 @@ MLX on Apple) and beside CPU peers (C, numpy, torch cpu) only where the device's
 memory; host-side rows keep their CPU peers (bench/peers.py).
 
 Misses of a goal are reported, not failures: the exit code is 0 unless the arguments are bad
-(2) or an area failed or was stopped by its time guard (3).
+(2), an area failed or was stopped by its time guard (3) or the plot could not be written (1).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 
 from .peers import Peers, current, short_error
+from .plot import check_path, plot
 from .timing import Row, format_table, progress, progress_clear
 
 AREAS = ("memory", "fill_copy", "random", "dispatch", "streams", "binding", "profiler", "torch")
@@ -47,7 +48,11 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
     p.add_argument(
         "--backend", metavar="NAME", help="run on this backend only (default: every available one)"
     )
-    p.add_argument("--plot", metavar="PATH.png", help="also draw the ratios (needs matplotlib)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH.png",
+        help="also draw the results: a panel per area and backend (needs matplotlib)",
+    )
     p.add_argument(
         "--area-timeout",
         type=float,
@@ -55,7 +60,19 @@ def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Na
         help="stop an area that runs longer and report it (default: 60 with --quick, else 600; "
         "0: no limit)",
     )
-    return p, p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.areas = list(AREAS)
+    if args.only:
+        args.areas = [a.strip() for item in args.only for a in item.split(",") if a.strip()]
+        unknown = [a for a in args.areas if a not in AREAS]
+        if unknown:
+            p.error(f"unknown area {', '.join(unknown)}; expected one of {', '.join(AREAS)}")
+    if args.plot:
+        try:  # before the run, so that a bad path or a missing matplotlib does not cost one
+            check_path(args.plot)
+        except (ImportError, ValueError) as e:
+            p.error(str(e))
+    return p, args
 
 
 class AreaTimeout(BaseException):
@@ -192,42 +209,9 @@ def _run_area(
     return [Row(area, f"{area}: not finished", None, "", note=failure)], failure
 
 
-def _plot(rows: list[Row], path: str) -> None:
-    """A bar per row that has a ratio (log scale), coloured by its goal's status."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("--plot needs matplotlib: pip install '.[bench]'", file=sys.stderr)
-        return
-    shown = [r for r in rows if r.ratio]
-    if not shown:
-        return
-    labels = [f"{r.backend}/{r.area}: {r.name} vs {r.peer_name or r.goal}" for r in shown]
-    colours = [{True: "tab:green", False: "tab:red", None: "tab:gray"}[r.goal_met] for r in shown]
-    fig, ax = plt.subplots(figsize=(11, 0.25 * len(shown) + 1.5))
-    ax.barh(range(len(shown)), [r.ratio for r in shown], color=colours)
-    ax.set_yticks(range(len(shown)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("ratio to the peer (> 1 is better for mpsrt); green: goal met, red: missed")
-    ax.set_title("python -m bench")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser, args = _parse(argv)
-    areas = list(AREAS)
-    if args.only:
-        areas = [a.strip() for item in args.only for a in item.split(",") if a.strip()]
-        unknown = [a for a in areas if a not in AREAS]
-        if unknown:
-            parser.error(f"unknown area {', '.join(unknown)}; expected one of {', '.join(AREAS)}")
+    areas = args.areas
     if args.backend:
         os.environ["MPSRT_BACKEND"] = args.backend
     import mpsrt  # after MPSRT_BACKEND is set: the backend is chosen once per process
@@ -289,9 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     for f in failures:
         print(f"  NOT FINISHED {f}")
 
-    if args.plot:
-        _plot(all_rows, args.plot)
-        print(f"plot: {args.plot}")
     if args.json:
         header["seconds"] = round(total, 2)
         header["devices"] = devices
@@ -299,6 +280,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"header": header, "rows": [asdict(r) for r in all_rows]}, f, indent=1)
             f.write("\n")
+    if args.plot:
+        title = f"python -m bench ({header['mode']}): mpsrt {header['mpsrt']} on {header['cpu']}"
+        try:
+            plot(all_rows, args.plot, title)
+        except (OSError, ValueError) as e:
+            print(f"plot failed: {e}", file=sys.stderr)
+            return 3 if failures else 1
+        print(f"plot: {args.plot}")
     return 3 if failures else 0
 
 
