@@ -24,6 +24,34 @@ _WANTED = [b.strip() for b in os.environ.get("MPSRT_TEST_BACKENDS", "").split(",
 BACKENDS = _WANTED or AVAILABLE
 
 
+def glue_build_tools_missing() -> str | None:
+    """Why the PyTorch device's glue cannot be compiled here, or None where it can:
+    torch.utils.cpp_extension runs the compiler named by CXX (else `c++` on PATH) through
+    ninja. An installed wheel carries the glue prebuilt and needs neither (.ci/run tests it in
+    a venv whose PATH has no compiler, with CXX pointing nowhere)."""
+    import shutil
+
+    cxx = os.environ.get("CXX") or "c++"
+    if shutil.which(cxx) is None:
+        return f"no C++ compiler to build the glue: {cxx!r} (CXX, else c++ on PATH) is not found"
+    if shutil.which("ninja") is None:
+        return "no ninja on PATH to build the glue (torch.utils.cpp_extension runs it)"
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs_compiler: compiles the PyTorch glue; skipped where it cannot be built"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_compiler") is not None:
+        why = glue_build_tools_missing()
+        if why is not None:
+            pytest.skip(why)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Collection leaves hundreds of thousands of long-lived objects (hypothesis strategies,
     # parametrised items). Moving them out of the collector's generations keeps each of the

@@ -1021,6 +1021,7 @@ def _hold_build_lock(d: Path) -> subprocess.Popen[str]:
     return holder
 
 
+@pytest.mark.needs_compiler
 @pytest.mark.parametrize("left", ["torch_lock", "library_cut_short", "builder_killed"])
 def test_a_build_killed_half_way_never_blocks_later_imports(
     tmp_path: Path, left: str, backend: str
