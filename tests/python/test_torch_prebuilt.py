@@ -155,6 +155,10 @@ def test_without_a_matching_prebuilt_autoload_registers_nothing_and_the_import_b
 ) -> None:
     # Autoload: no device, no build, no output. `import mpsrt.torch`: one line saying why it
     # builds, then the build (which fails here: no compiler, no ninja).
+    from conftest import AVAILABLE, BACKENDS
+
+    if backend != next(b for b in BACKENDS if b in AVAILABLE):
+        pytest.skip("no device is made here: checked on the run's first backend")
     glues, why = _unmatched(prebuilt, tmp_path, case)
     run, ext = _run(_AUTOLOAD, glues, tmp_path, backend)
     assert run.returncode == 0, run.stderr
@@ -168,3 +172,39 @@ def test_without_a_matching_prebuilt_autoload_registers_nothing_and_the_import_b
     assert announced[0].endswith(f"; building it (needs a C++ compiler, ~30 s once) in {build}")
     # Nothing before the import's line: autoload said nothing.
     assert run.stderr.startswith("[torch] ")
+
+
+def test_prebuild_in_a_process_that_loaded_a_prebuilt_glue_writes_this_torch_build(
+    prebuilt: Path, tmp_path: Path
+) -> None:
+    # The process loads the prebuilt glue at `import mpsrt.torch`; the output is still the glue
+    # built against the installed torch (a child that ignores prebuilt glues makes it).
+    if not _glue._is_built(_glue.build_directory()):
+        pytest.skip("needs this session's cached build (no compile here)")
+    env = {**os.environ, _glue.GLUE_DIR_ENV: str(prebuilt)}
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "mpsrt.torch.prebuild", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    library = out / f"glue-torch{MINOR}.so"
+    assert run.stdout.strip() == str(library)
+    assert library.read_bytes() == _glue._library(_glue.build_directory()).read_bytes()
+    assert json.loads(library.with_suffix(".json").read_text()) == _glue.glue_metadata()
+
+
+def test_prebuild_refuses_an_outdir_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("")
+    run = subprocess.run(
+        [sys.executable, "-m", "mpsrt.torch.prebuild", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2
+    assert f"OUTDIR {f} exists and is not a folder" in run.stderr
