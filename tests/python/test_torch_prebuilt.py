@@ -23,6 +23,7 @@ import mpsrt.torch  # noqa: E402, F401  (this process's glue: what the prebuild 
 from mpsrt.torch import _glue  # noqa: E402
 
 MINOR = _glue.torch_minor()
+LIB = _glue.prebuilt_library(Path("."), MINOR).name  # glue-torch2.13.so (.pyd on Windows)
 
 
 def _can_prebuild() -> bool:
@@ -45,10 +46,10 @@ def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
             timeout=600,
         )
         assert run.returncode == 0, run.stderr
-        assert run.stdout.strip() == str(out / f"glue-torch{MINOR}.so")
+        assert run.stdout.strip() == str(out / LIB)
     elif _glue.loaded_from == "prebuilt":
         assert _glue.loaded_library is not None
-        for suffix in (".so", ".json"):
+        for suffix in (_glue.loaded_library.suffix, ".json"):
             shutil.copy(_glue.loaded_library.with_suffix(suffix), out)
     else:  # pragma: no cover - a loaded glue is either
         pytest.skip("no compiler, no cached build and no prebuilt glue to test with")
@@ -79,12 +80,13 @@ def _run(code: str, glue_dir: Path, tmp_path: Path, backend: str, autoload: str 
 def test_prebuild_writes_the_glue_and_what_the_loader_compares(prebuilt: Path) -> None:
     assert sorted(p.name for p in prebuilt.iterdir()) == [
         f"glue-torch{MINOR}.json",
-        f"glue-torch{MINOR}.so",
+        LIB,
     ]
     meta = json.loads((prebuilt / f"glue-torch{MINOR}.json").read_text())
     assert meta == _glue.glue_metadata()
     assert meta["torch_minor"] == MINOR and meta["built_with_torch"] == torch.__version__
-    assert (prebuilt / f"glue-torch{MINOR}.so").read_bytes()[:4] == b"\x7fELF"
+    if sys.platform.startswith("linux"):
+        assert (prebuilt / LIB).read_bytes()[:4] == b"\x7fELF"
 
 
 def test_the_package_prebuilt_glue_is_what_this_process_loaded() -> None:
@@ -123,9 +125,9 @@ def _unmatched(prebuilt: Path, tmp_path: Path, case: str) -> tuple[Path, str]:
     """A folder of prebuilt glues without a match for this torch, and the log line's reason."""
     d = tmp_path / "glues"
     d.mkdir()
-    lib, meta = prebuilt / f"glue-torch{MINOR}.so", prebuilt / f"glue-torch{MINOR}.json"
+    lib, meta = prebuilt / LIB, prebuilt / f"glue-torch{MINOR}.json"
     if case == "other_minor":  # a glue for another torch (what torch 2.14 finds in a 2.13 wheel)
-        shutil.copy(lib, d / "glue-torch0.1.so")
+        shutil.copy(lib, d / _glue.prebuilt_library(d, "0.1").name)
         shutil.copy(meta, d / "glue-torch0.1.json")
         return d, f"no prebuilt glue for torch {MINOR} in {d}"
     shutil.copy(lib, d)
@@ -191,7 +193,7 @@ def test_prebuild_in_a_process_that_loaded_a_prebuilt_glue_writes_this_torch_bui
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    library = out / f"glue-torch{MINOR}.so"
+    library = out / LIB
     assert run.stdout.strip() == str(library)
     assert library.read_bytes() == _glue._library(_glue.build_directory()).read_bytes()
     assert json.loads(library.with_suffix(".json").read_text()) == _glue.glue_metadata()
