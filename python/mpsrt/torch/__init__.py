@@ -8,11 +8,13 @@ After the import, ``torch.empty(..., device="mpsrt")``, ``t.to("mpsrt")``, ``t.m
 ``torch.accelerator.memory_allocated()`` agree.
 
 How the process keeps ONE runtime: the glue torch calls (the files of csrc/torch, shipped
-in this package as ``mpsrt/torch/csrc``) is compiled against the installed torch at the first
-import (``torch.utils.cpp_extension.load``: cached, rebuilt when its source, mpsrt's version or
-torch's version changes) and reaches the runtime that ``mpsrt._C`` holds only through mpsrt's
-versioned C API table, the capsule ``mpsrt._C._c_api`` (header ``mpsrt/include/mpsrt/c_api.h``).
-It never links a copy of the core. See the README's "PyTorch device" section.
+in this package as ``mpsrt/torch/csrc``) is prebuilt for each supported torch minor version
+(``mpsrt/torch/_prebuilt``, loaded with no compiler) or else compiled against the installed
+torch at the first import (``torch.utils.cpp_extension.load``: cached, rebuilt when its source,
+mpsrt's version or torch's version changes; see ``_glue``) and reaches the runtime that
+``mpsrt._C`` holds only through mpsrt's versioned C API table, the capsule ``mpsrt._C._c_api``
+(header ``mpsrt/include/mpsrt/c_api.h``). It never links a copy of the core. See the README's
+"PyTorch device" section.
 """
 
 from __future__ import annotations
@@ -29,8 +31,20 @@ import re
 from typing import Any
 
 import mpsrt
+from mpsrt import _torch_autoload
 
-from . import _decomp, _distributed, _glue, _module  # noqa: F401 (_distributed: the dist backend "mpsrt")
+from . import _glue
+
+# torch's autoload never compiles: where the glue would need a build it stops here, before
+# anything is registered (the modules below register the process group backend), so that an
+# explicit `import mpsrt.torch` later imports this package afresh and builds.
+if _torch_autoload.autoloading() and _glue.find() is None:
+    raise _torch_autoload.NoGlueWithoutBuild(
+        "[torch] no prebuilt glue for this torch and no finished build: `import mpsrt.torch` "
+        "builds it"
+    )
+
+from . import _decomp, _distributed, _module  # noqa: F401 (_distributed: the dist backend "mpsrt")
 from ._reference import cpu_reference_rng
 
 _BACKEND = "mpsrt"

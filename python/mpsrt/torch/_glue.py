@@ -1,22 +1,34 @@
-"""Builds (once, cached) and loads the torch glue, and hands it mpsrt's C API table.
+"""Finds, builds (once, cached) and loads the torch glue, and hands it mpsrt's C API table.
 
-The build is cached under ``$TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``) in
-``mpsrt/<extension_name()>``. A process that finds a finished build loads it without taking
-any lock. Builders are serialised by an OS file lock (``filelock``, one of torch's own
-dependencies), which the kernel releases when its holder dies: a build killed half way (Ctrl-C,
-the OOM killer, a CI timeout) never leaves later imports waiting on it. A build counts as
-finished only once its stamp names the library's size and modification time, so a library cut
-short by a killed link is rebuilt rather than loaded.
+Where the glue comes from, first match wins:
+
+1. A prebuilt glue shipped in this package (``mpsrt/torch/_prebuilt/glue-torch<major>.<minor>``
+   with its ``.json`` metadata, written by ``python -m mpsrt.torch.prebuild``), or in
+   ``$MPSRT_TORCH_GLUE_DIR``: loaded with no compiler. It must name the running torch's
+   major.minor, its C++ ABI and the digest of the glue's sources installed beside it.
+2. A finished build cached under ``$TORCH_EXTENSIONS_DIR`` (default
+   ``~/.cache/torch_extensions``) in ``mpsrt/<extension_name()>``: loaded without any lock.
+3. A build (``torch.utils.cpp_extension``, imported only then), announced in one log line.
+
+Builders are serialised by an OS file lock (``filelock``, one of torch's own dependencies),
+which the kernel releases when its holder dies: a build killed half way (Ctrl-C, the OOM killer,
+a CI timeout) never leaves later imports waiting on it. A build counts as finished only once its
+stamp names the library's size and modification time, so a library cut short by a killed link
+is rebuilt rather than loaded.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
+import json
+import logging
 import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -29,6 +41,10 @@ _HERE = Path(__file__).resolve().parent
 _CSRC = _HERE / "csrc"
 _ENTRY = _CSRC / "module.cpp"
 _INCLUDE = _HERE.parent / "include"
+# Prebuilt glues shipped in the package (python/mpsrt/torch/_prebuilt/ in the source tree), one
+# per torch minor version; MPSRT_TORCH_GLUE_DIR names another folder to look in instead.
+PREBUILT_DIR = _HERE / "_prebuilt"
+GLUE_DIR_ENV = "MPSRT_TORCH_GLUE_DIR"
 # How long an import waits for another process's build (one build takes about 20 s of a core:
 # one translation unit).
 BUILD_WAIT_SECONDS = 900.0
@@ -58,6 +74,7 @@ def _unity_source(directory: Path) -> Path:
     return unity
 
 
+@functools.lru_cache(maxsize=1)
 def _source_digest() -> str:
     """A digest of every file the build reads from this package: the glue's sources and headers
     (names and contents) and the C API header."""
@@ -84,14 +101,22 @@ def extension_name() -> str:
 
 def build_directory() -> Path:
     """Where the glue is built and cached (see the module's docstring)."""
-    from torch.utils import cpp_extension
+    # torch.utils.cpp_extension.get_default_build_root's folder, without importing
+    # cpp_extension (setuptools: 0.2 s, and a log line about CUDA) where nothing is built.
+    from torch import _appdirs
 
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.realpath(
+        _appdirs.user_cache_dir(appname="torch_extensions")
+    )
     return Path(root) / "mpsrt" / extension_name()
 
 
+# cpp_extension's library suffix.
+_SUFFIX = ".pyd" if sys.platform == "win32" else ".so"
+
+
 def _library(directory: Path) -> Path:
-    return directory / f"{directory.name}.so"
+    return directory / f"{directory.name}{_SUFFIX}"
 
 
 def _stamp_text(library: Path) -> str:
@@ -151,13 +176,99 @@ def _capsule_address() -> int:
     return int(get(_C._c_api, b"mpsrt._C._c_api"))
 
 
-def load(verbose: bool = False) -> None:
-    """Loads the glue, compiling it first if no finished build is cached, and initialises it."""
+def torch_minor(version: str | None = None) -> str:
+    """``"2.13"`` for torch ``2.13.0+cpu`` (the running torch's by default): what a prebuilt
+    glue must match."""
+    m = re.match(r"(\d+)\.(\d+)", version or torch.__version__)
+    if m is None:
+        raise ValueError(f"[torch] cannot read a major.minor version from {version!r}")
+    return f"{m[1]}.{m[2]}"
+
+
+def prebuilt_library(directory: Path, minor: str | None = None) -> Path:
+    """The prebuilt glue's file for torch `minor` in `directory`; its metadata is the same name
+    with ``.json``."""
+    return directory / f"glue-torch{minor or torch_minor()}{_SUFFIX}"
+
+
+def glue_metadata() -> dict[str, Any]:
+    """What a prebuilt glue records about its build, and what the loader compares: the torch
+    minor version and C++ ABI it was compiled against, and the digest of the glue's sources.
+
+    One glue serves the CPU and the CUDA builds of a torch minor version: it links only
+    libc10 and libtorch_cpu (both in either build) and calls no CUDA API. It calls no Python C
+    API either, so one glue serves every Python version."""
+    return {
+        "torch_minor": torch_minor(),
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "source_digest": _source_digest(),
+        "built_with_torch": torch.__version__,
+        "mpsrt": mpsrt.__version__,
+    }
+
+
+_COMPARED = ("torch_minor", "cxx11_abi", "source_digest")
+
+
+def find_prebuilt() -> tuple[Path | None, str]:
+    """The prebuilt glue that matches the running torch, or None and why not (for the log
+    line)."""
+    directory = Path(os.environ.get(GLUE_DIR_ENV) or PREBUILT_DIR)
+    minor = torch_minor()
+    library = prebuilt_library(directory, minor)
+    if not library.is_file():
+        return None, f"no prebuilt glue for torch {minor} in {directory}"
+    try:
+        recorded = json.loads(library.with_suffix(".json").read_text())
+    except (OSError, ValueError) as e:
+        return None, f"the prebuilt glue {library} has no readable metadata ({e})"
+    wanted = glue_metadata()
+    differ = [k for k in _COMPARED if recorded.get(k) != wanted[k]]
+    if differ:
+        return None, f"the prebuilt glue {library} was built for another {', '.join(differ)}"
+    return library, ""
+
+
+# The glue this process loaded and how it was found: "prebuilt", "cached" or "built" (set by
+# load).
+loaded_library: Path | None = None
+loaded_from: str | None = None
+
+
+def _check_sources() -> None:
     if not _ENTRY.is_file():
         raise ImportError(f"[torch] the torch glue's source is missing ({_ENTRY}); reinstall mpsrt")
+
+
+def find() -> Path | None:
+    """A glue library loadable with no compiler (prebuilt, or a finished cached build), or
+    None. Fast: it reads metadata and stamps only."""
+    _check_sources()
+    library, _ = find_prebuilt()
+    if library is not None:
+        return library
     directory = build_directory()
-    if _is_built(directory):
-        torch.ops.load_library(str(_library(directory)))
+    return _library(directory) if _is_built(directory) else None
+
+
+def load(verbose: bool = False) -> None:
+    """Loads the glue (see the module's docstring for where from), building it first where
+    neither a prebuilt glue nor a finished build is there, and initialises it."""
+    global loaded_library, loaded_from
+    _check_sources()
+    library, why = find_prebuilt()
+    directory = build_directory()
+    if library is not None:
+        loaded_from = "prebuilt"
+    elif _is_built(directory):
+        library, loaded_from = _library(directory), "cached"
     else:
-        _build(directory, verbose, BUILD_WAIT_SECONDS)
+        logging.getLogger("mpsrt.torch").warning(
+            "[torch] %s; building it (needs a C++ compiler, ~30 s once) in %s", why, directory
+        )
+        _build(directory, verbose, BUILD_WAIT_SECONDS)  # loads it
+        library, loaded_from = _library(directory), "built"
+    if loaded_from != "built":
+        torch.ops.load_library(str(library))
+    loaded_library = library
     torch.ops.mpsrt_torch._init(_capsule_address())
