@@ -225,7 +225,18 @@ __attribute__((noinline)) StackFrames native_stack(size_t skip) {
   void* pcs[kMaxNativeFrames];
   const int n = backtrace(pcs, kMaxNativeFrames);
   StackFrames out;
-  const size_t first = 1 + skip;  // pcs[0] is native_stack itself
+  // The caller's frame is the one whose pc is this call's return address: pcs[1] normally
+  // (pcs[0] is native_stack itself), later where backtrace() is intercepted (ASan adds its
+  // interceptor's frame).
+  const auto caller = reinterpret_cast<void*>(__builtin_return_address(0));
+  size_t first = 1;
+  for (int i = 0; i < n; ++i) {
+    if (pcs[i] == caller) {
+      first = static_cast<size_t>(i);
+      break;
+    }
+  }
+  first += skip;
   if (n <= 0 || static_cast<size_t>(n) <= first) return out;
   out.resize(static_cast<size_t>(n) - first);
   for (size_t i = first; i < static_cast<size_t>(n); ++i) {
