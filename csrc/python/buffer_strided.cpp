@@ -95,7 +95,7 @@ size_t wrap_dim(nb::handle dim_obj, size_t ndim, const char* caller) {
     PyErr_Clear();
     throw nb::index_error(("Dimension out of range (expected to be in range of [" +
                            std::to_string(-n) + ", " + std::to_string(n - 1) + "], but got " +
-                           nb::cast<std::string>(nb::str(dim_obj)) + ")")
+                           nb::str(dim_obj).c_str() + ")")
                               .c_str());
   }
   return static_cast<size_t>(dim < 0 ? dim + n : dim);
