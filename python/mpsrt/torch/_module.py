@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +20,8 @@ def _autograd_device_threads_running() -> bool:
     """Whether torch's autograd engine has started its per-device worker threads (named
     pt_autograd_N; Linux names them in /proc). True where that cannot be read."""
     try:
-        names = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
+        tasks = Path("/proc/self/task")
+        names = [(tasks / t / "comm").read_text() for t in os.listdir(tasks)]
     except OSError:
         return True
     return any(n.startswith("pt_autograd") for n in names)
