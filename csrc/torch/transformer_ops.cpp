@@ -18,6 +18,7 @@
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/linear.h>
@@ -123,25 +124,37 @@ bool multi_head_attention(const c10::OperatorHandle& op, torch::jit::Stack& s) {
   return true;
 }
 
+// A CPU tensor standing for t in the CPU's choice: t itself (a CPU tensor), its alias on
+// host-visible mpsrt memory, or, for a tensor without memory (torch.compile traces with fake
+// tensors), an uninitialized CPU tensor of its geometry (the choice reads only sizes, strides
+// and dtype). Undefined where no CPU tensor can stand for it: discrete memory, or symbolic
+// sizes.
+at::Tensor cpu_stand_in(const at::Tensor& t) {
+  if (!is_mpsrt(t)) return t;
+  if (t.has_storage() && t.storage().data() != nullptr) {
+    return host_visible(t.storage()) ? cpu_alias(t) : at::Tensor();
+  }
+  if (!api().host_visible(t.device().index()) ||
+      t.unsafeGetTensorImpl()->has_symbolic_sizes_strides())
+    return at::Tensor();
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
 // The CPU's choice where the inputs are host-visible mpsrt memory the fallback runs CPU kernels
 // on, else the math path. Called by scaled_dot_product_attention for mpsrt tensors only.
 int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
   constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
-  const bool has_mask = mask.has_value() && mask->defined();
-  const auto on_host = [](const at::Tensor& t) {
-    return !is_mpsrt(t) || host_visible(t.storage());
-  };
-  if (kernels::enabled(q.device().index()) || !on_host(q) || !on_host(k) || !on_host(v) ||
-      (has_mask && !on_host(*mask))) {
-    return kMath;
+  if (kernels::enabled(q.device().index())) return kMath;
+  const at::Tensor cq = cpu_stand_in(q), ck = cpu_stand_in(k), cv = cpu_stand_in(v);
+  std::optional<at::Tensor> cmask;
+  if (mask.has_value() && mask->defined()) {
+    cmask = cpu_stand_in(*mask);
+    if (!cmask->defined()) return kMath;
   }
-  const auto cpu = [](const at::Tensor& t) { return is_mpsrt(t) ? cpu_alias(t) : t; };
-  std::optional<at::Tensor> cpu_mask;
-  if (has_mask) cpu_mask = cpu(*mask);
-  return at::_fused_sdp_choice(cpu(q), cpu(k), cpu(v), cpu_mask, dropout_p, is_causal, scale,
-                               enable_gqa);
+  if (!cq.defined() || !ck.defined() || !cv.defined()) return kMath;
+  return at::_fused_sdp_choice(cq, ck, cv, cmask, dropout_p, is_causal, scale, enable_gqa);
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ def glue_build_tools_missing() -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "needs_compiler: compiles the PyTorch glue; skipped where it cannot be built"
+        "markers",
+        "needs_compiler: compiles C++ (the PyTorch glue, inductor's code); skipped where it cannot",
     )
 
 

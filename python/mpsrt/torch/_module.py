@@ -330,3 +330,16 @@ def _kernel_ops() -> list[str]:
     """The aten ops that have a kernel of mpsrt's (``"aten::add.Tensor"``, sorted): where the
     device runs its kernels they run there unless a call declines (then the fallback runs it)."""
     return list(torch.ops.mpsrt_torch._kernel_ops())
+
+
+_INDUCTOR_CODEGENS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
+def __getattr__(name: str) -> Any:
+    # torch.compile's inductor asks the device's module for its code generators by these names;
+    # they are made on first use so that importing the device does not import inductor.
+    if name in _INDUCTOR_CODEGENS:
+        from mpsrt.torch import _inductor
+
+        return _inductor.codegen(name)
+    raise AttributeError(f"module 'torch.mpsrt' has no attribute '{name}'")

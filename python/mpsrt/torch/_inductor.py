@@ -1,0 +1,205 @@
+"""torch.compile's inductor on the mpsrt device, where its memory is host-visible.
+
+Inductor asks a PrivateUse1 device's module (``torch.mpsrt``) for the code generators of the
+device (``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen``, ``WrapperFxCodegen``:
+torch.utils.backend_registration's custom-module functions); ``torch.mpsrt`` hands out the ones
+here on first use, so that ``import mpsrt.torch`` does not import inductor.
+
+On host-visible memory (the cpu backend, lavapipe, integrated GPUs) an mpsrt tensor's data
+pointer is a host address, so inductor's C++/OpenMP CPU code (its ``CppScheduling``) computes on
+mpsrt tensors as on CPU ones; its buffers are allocated on the device (mpsrt's caching
+allocator) and the aten ops it calls dispatch to the device as in eager mode. Stream order: the
+device's own kernels (fills, copies, random numbers, mpsrt's GPU kernels) run asynchronously on
+its streams, so the wrapper waits for the device before each generated C++ kernel, as the CPU
+kernels the fallback runs do (a wait on an idle device costs well under a microsecond). Where
+the memory is not host-visible (a discrete GPU, MPSRT_VULKAN_MEMORY=discrete), compiling fails
+with an error that names ``backend="aot_eager"``, which works everywhere.
+
+Inductor tells CPU code from GPU code by the device's type being "cpu" in many places; three of
+them decide how its C++ code generator is driven and answer for the device as for the CPU here
+(_generate_as_cpu). The rest choose GPU-style lowerings for any other device (scatter-based
+pooling gradients, Welford variances, realization thresholds); on inference graphs the results
+are checked equal to eager (tests/python/test_torch_compile.py, the zoo), but on training graphs
+inductor's C++ code from those lowerings computed wrong gradients (resnet18's first layers), so
+training graphs are refused, naming ``backend="aot_eager"``, rather than trusted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._inductor.codegen.common import register_device_op_overrides
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+from torch._inductor.virtualized import V
+
+import mpsrt
+
+_DEVICE = "mpsrt"
+
+
+def _require_host_memory(device: torch.device) -> None:
+    index = device.index if device.index is not None else mpsrt.current_device()
+    if not mpsrt.get_device_properties(index).unified_memory:
+        raise RuntimeError(
+            f"[torch] torch.compile's inductor backend generates CPU code, which needs device "
+            f"memory the host can address; {device} has discrete memory: use "
+            f'torch.compile(model, backend="aot_eager") there'
+        )
+
+
+def _require_inference_graph() -> None:
+    """Training graphs (a forward that saves for backward, a backward) are refused: inductor
+    lowers a device that is not "cpu" with its GPU choices in places (scatter-based pooling
+    gradients, fusions its C++ code generator mishandles), and its C++ code then computed wrong
+    gradients (resnet18's first layers); inference graphs are checked equal to eager."""
+    if not V.graph.is_inference:
+        raise RuntimeError(
+            "[torch] torch.compile's inductor backend on the mpsrt device compiles inference "
+            "graphs only (under torch.no_grad() / torch.inference_mode(), or with no input that "
+            'requires grad); to compile training, use torch.compile(model, backend="aot_eager")'
+        )
+
+
+class WrapperCodegen(PythonWrapperCodegen):
+    """Inductor's Python wrapper, waiting for the device before each generated C++ kernel."""
+
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        _require_inference_graph()
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return WrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice("from mpsrt import synchronize as mpsrt_wait_for_device")
+
+    def _generate_kernel_call_helper(
+        self,
+        kernel_name: str,
+        call_args: Any,
+        *,
+        device: Any = None,
+        triton: bool = True,
+        **kw: Any,
+    ) -> None:
+        device = device or V.graph.get_current_device_or_throw()
+        if triton or device.type != _DEVICE:
+            super()._generate_kernel_call_helper(
+                kernel_name, call_args, device=device, triton=triton, **kw
+            )
+            return
+        _require_host_memory(device)
+        self.writeline("mpsrt_wait_for_device()")
+        self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+
+
+class CppWrapperCodegen(CppWrapperCpu):
+    """inductor's cpp_wrapper mode has no wait for the device's streams: refused, clearly."""
+
+    @staticmethod
+    def create(*args: Any, **kwargs: Any) -> CppWrapperCpu:
+        raise RuntimeError(
+            "[torch] torch._inductor.config.cpp_wrapper is not supported on the mpsrt device "
+            "(its generated C++ wrapper does not wait for the device's streams); leave it False"
+        )
+
+
+class FxWrapperCodegen(WrapperFxCodegen):
+    """Inductor's FX wrapper (its own device handling)."""
+
+
+_CODEGENS = {
+    "Scheduling": CppScheduling,  # inductor's C++ CPU kernels
+    "PythonWrapperCodegen": WrapperCodegen,
+    "CppWrapperCodegen": CppWrapperCodegen,
+    "WrapperFxCodegen": FxWrapperCodegen,
+}
+
+
+def _device_interface() -> type:
+    from torch._dynamo.device_interface import CpuInterface
+
+    class MpsrtInterface(CpuInterface):
+        """Dynamo's view of the device: the CPU's (the code is CPU code), synchronizing mpsrt."""
+
+        @staticmethod
+        def synchronize(device: torch.types.Device = None) -> None:
+            torch.mpsrt.synchronize(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return mpsrt.current_device()
+
+        @staticmethod
+        def is_available() -> bool:
+            return True
+
+    return MpsrtInterface
+
+
+_registered = False
+
+
+def _generate_as_cpu() -> None:
+    """Inductor tells CPU code from GPU code by the device's type being "cpu": its scheduler's
+    node.is_cpu() keeps the loop reorderings and fusions its C++ code generator cannot take away
+    from CPU kernels, and get_current_backend() names the code generator ("cpp" for the CPU, the
+    GPU's, "triton", for any other device), which decides how the ops of a kernel are typed and
+    emitted. The device's kernels are that C++ code, so both answer for it as for the CPU."""
+    import sys
+
+    from torch._inductor import ir, scheduler, utils
+    from torch._inductor.virtualized import V
+
+    if getattr(utils.get_current_backend, "_mpsrt", False):
+        return
+    torch_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+    torch_ir_is_cpu = ir.is_cpu
+    torch_backend = utils.get_current_backend
+
+    def is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
+        device = self.get_device()
+        return torch_is_cpu(self) or (device is not None and device.type == _DEVICE)
+
+    def ir_is_cpu(x: Any) -> bool:
+        return torch_ir_is_cpu(x) or ir.get_device_type(x) == _DEVICE
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if (device_type or V.graph.get_current_device_or_throw().type) == _DEVICE:
+            return torch._inductor.config.cpu_backend
+        return torch_backend(device_type)
+
+    get_current_backend._mpsrt = True  # type: ignore[attr-defined]
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+    ir.is_cpu = ir_is_cpu
+    # Modules of inductor that imported the function by name hold their own reference.
+    for name, module in list(sys.modules.items()):
+        held = getattr(module, "get_current_backend", None)
+        if name.startswith("torch._inductor") and held is torch_backend:
+            module.get_current_backend = get_current_backend
+
+
+def codegen(name: str) -> type:
+    """What inductor asks torch.mpsrt for by name; registers the device's op overrides and its
+    dynamo device interface on the first call."""
+    global _registered
+    if not _registered:
+        from torch._dynamo.device_interface import register_interface_for_device
+
+        register_device_op_overrides(_DEVICE, CpuDeviceOpOverrides())
+        _generate_as_cpu()
+        register_interface_for_device(_DEVICE, _device_interface())
+        _registered = True
+    return _CODEGENS[name]

@@ -1,0 +1,102 @@
+"""torch.compile on the PyTorch device: inductor (the default backend) generates its C++/OpenMP
+CPU code for mpsrt tensors on host-visible memory and runs it after the device's queued work;
+training graphs and discrete memory are refused with errors that name backend="aot_eager", which
+compiles both (its graphs run the device's ops as in eager mode)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import mpsrt
+import pytest
+from conftest import blocked, is_unified
+from kernel_check import assert_close, torch
+
+pytestmark = [
+    pytest.mark.needs_compiler,  # inductor compiles C++ (CXX, else c++)
+    # Importing inductor uses deprecated torch.jit decorators (torch's own warning).
+    pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning"),
+]
+
+
+class Net(torch.nn.Module):
+    """Convolution, batch norm, pooling, linear layers, layer norm, softmax: extern kernels
+    (convolution, matmul) between inductor's own fused C++ kernels, reductions among them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 32)
+        self.norm = torch.nn.LayerNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        x = torch.nn.functional.gelu(self.fc(x.flatten(1)))
+        return torch.softmax(self.norm(x), -1)
+
+
+def _model_and_input() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return Net().eval(), torch.randn(2, 3, 8, 8)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> None:
+    # Every test compiles anew: dynamo's cache keys on code objects, not on the runtime.
+    torch._dynamo.reset()
+
+
+def test_inductor_compiles_inference_to_cpu_code_on_host_memory(backend: str) -> None:
+    model, x = _model_and_input()
+    with torch.no_grad():
+        expected = model(x)
+        on_device = copy.deepcopy(model).to("mpsrt")
+        compiled = torch.compile(on_device)
+        if not is_unified():
+            with pytest.raises(Exception, match='backend="aot_eager"'):
+                compiled(x.to("mpsrt"))
+            return
+        before = torch._inductor.metrics.generated_kernel_count
+        got = compiled(x.to("mpsrt"))
+        assert torch._inductor.metrics.generated_kernel_count > before  # inductor's own code
+        assert got.device.type == "mpsrt"
+        assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        # A second call runs the compiled code again, on new values.
+        x2 = torch.randn(2, 3, 8, 8)
+        assert_close(compiled(x2.to("mpsrt")), model(x2), atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_kernels_run_after_the_devices_queued_work(unified_memory: None) -> None:
+    # x's fill is queued behind a blocked stream when the compiled function is called: its C++
+    # kernel must read the filled values, so it waits for the device first.
+    compiled = torch.compile(lambda t: t * 2 + 1)
+    with torch.no_grad():
+        compiled(torch.zeros(4096, device="mpsrt"))  # compiles outside the blocked stretch
+        x = torch.zeros(4096, device="mpsrt")
+        with blocked(mpsrt.current_stream()) as gate:
+            x.fill_(3.0)
+            threading.Timer(0.05, gate.open).start()
+            got = compiled(x)
+    assert torch.equal(got.cpu(), torch.full((4096,), 7.0))
+
+
+def test_training_graphs_are_refused_naming_aot_eager(unified_memory: None) -> None:
+    model, x = _model_and_input()
+    on_device = copy.deepcopy(model).train().to("mpsrt")
+    with pytest.raises(Exception, match=r'inference graphs only.*backend="aot_eager"'):
+        torch.compile(on_device)(x.to("mpsrt"))
+    # The device keeps working, and aot_eager compiles the training step.
+    model.train()
+    torch.compile(on_device, backend="aot_eager")(x.to("mpsrt")).square().sum().backward()
+    model(x).square().sum().backward()
+    for p_cpu, p_dev in zip(model.parameters(), on_device.parameters()):
+        assert_close(p_dev.grad, p_cpu.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_cpp_wrapper_mode_is_refused_clearly(unified_memory: None) -> None:
+    compiled = torch.compile(lambda t: t.sin() + 1)
+    with torch._inductor.config.patch(cpp_wrapper=True), torch.no_grad():
+        with pytest.raises(Exception, match="cpp_wrapper is not supported on the mpsrt device"):
+            compiled(torch.ones(8, device="mpsrt"))
