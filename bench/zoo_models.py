@@ -109,7 +109,7 @@ def _classifier(name: str, model: Any, inputs: Any, classes: int, optimizer: str
 
 def _resnet18(size: str) -> Zoo:
     tv = import_torchvision()
-    batch, side = (2, 64) if size == "test" else (4, 128)
+    batch, side = (2, 64) if size == "test" else (2, 128)
     model = tv.models.resnet18(num_classes=10)
     return _classifier("resnet18", model, _torch().randn(batch, 3, side, side), 10, "sgd")
 
@@ -133,7 +133,7 @@ def _vit(size: str) -> Zoo:
     else:  # ViT-Tiny's width, 4 of its 12 layers
         cfg = dict(image_size=224, patch_size=16, num_layers=4, num_heads=3, hidden_dim=192)
         cfg.update(mlp_dim=768)
-        batch = 4
+        batch = 2
     model = tv.models.VisionTransformer(**cfg, num_classes=10)
     x = _torch().randn(batch, 3, cfg["image_size"], cfg["image_size"])
     return _classifier("vit", model, x, 10, "sgd")
@@ -162,7 +162,7 @@ def _token_ids(vocab: int, batch: int, seq: int) -> Any:
 def _gpt2(size: str) -> Zoo:
     tf = import_transformers()
     layers, width, vocab, batch, seq = (
-        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 128)
+        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 64)
     )
     cfg = tf.GPT2Config(
         n_layer=layers,
@@ -190,7 +190,7 @@ def _gpt2(size: str) -> Zoo:
 def _bert(size: str) -> Zoo:
     tf = import_transformers()
     layers, width, vocab, batch, seq = (
-        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 128)
+        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 64)
     )
     cfg = tf.BertConfig(
         num_hidden_layers=layers,
@@ -241,7 +241,7 @@ def _lstm_lm(size: str) -> Zoo:
 def _unet(size: str) -> Zoo:
     torch = _torch()
     nn = torch.nn
-    width, batch, side = (8, 2, 32) if size == "test" else (32, 4, 128)
+    width, batch, side = (8, 2, 32) if size == "test" else (16, 4, 64)
 
     def double_conv(cin: int, cout: int) -> Any:
         return nn.Sequential(
