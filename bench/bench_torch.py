@@ -12,7 +12,13 @@ that thread pool):
   goal <= 1.1x torch cpu;
 - `t.add_(1)` on a 1-element tensor: the per-operator overhead; goal <= 2x torch cpu;
 - `torch.rand` of 16 Mi float32 (64 MiB), waited for; goal >= 10x torch cpu;
-- `torch.empty(1 MiB, dtype=uint8)` + release; goal <= 1.0x torch cpu.
+- `torch.empty(1 MiB, dtype=uint8)` + release; goal <= 1.0x torch cpu;
+- the model zoo (bench/zoo_models.py), a row per family: torchvision's resnet18 and
+  mobilenet_v3_small, a ViT (ViT-Tiny's width, 4 layers), transformers' GPT-2 and BERT (4 layers,
+  256 wide), an LSTM language model, a U-Net block; the forward in eval() under torch.no_grad(),
+  sizes where it takes a few to tens of ms on a CPU (--quick: the tests' tiny ones), the same
+  weights on both devices; goal <= 1.1x torch cpu. Where torchvision or transformers is not
+  installed (the `zoo` extra), their rows say so, without a figure.
 
 Device work is waited for (torch.mpsrt.synchronize()) before each sample's clock stops; the
 two devices are timed in alternating turns. The PyTorch device is registered once per process
@@ -206,7 +212,37 @@ def _empty_row(torch: Any, quick: bool) -> Row:
     return _row(case, sec, "ns", 1e9, 1.0)
 
 
-_CPU_ROWS = (_seed_row, _seed_eval_row, _mlp_row, _add_row, _rand_row, _empty_row)
+def _zoo_row(torch: Any, quick: bool, name: str) -> Row:
+    from . import zoo_models
+
+    try:
+        zoo = zoo_models.build(name, "test" if quick else "bench")
+    except zoo_models.Unavailable as e:
+        return Row(AREA, f"zoo: {name} forward", None, "", note=f"skipped: {e}")
+    shape = "x".join(str(n) for n in zoo.inputs.shape)
+    case = f"zoo: {name} forward {shape}, eval(), no_grad"
+    progress(f"[{AREA}] {case}")
+    on_cpu = zoo.model.eval()
+    models = {"cpu": on_cpu, "mpsrt": copy.deepcopy(on_cpu).to("mpsrt")}
+
+    def make(device: str) -> Callable[[], object]:
+        model, x = models[device], zoo.inputs.to(device)
+        return lambda: zoo.output(model, x)
+
+    with torch.no_grad():
+        # One pass per sample, alternating turns (after one warm-up pass each): the median pass.
+        sec = _per_call(torch, make, 1, rounds=2 if quick else 8, repeats=2 if quick else 3)
+    return _row(case, sec, "ms", 1e3, 1.1)
+
+
+def _zoo_rows(torch: Any, quick: bool) -> list[Row]:
+    return [_zoo_row(torch, quick, name) for name in ZOO]
+
+
+# The families with a row (bench/zoo_models.py has Swin too: the tests' only).
+ZOO = ("resnet18", "mobilenet_v3_small", "vit", "gpt2", "bert", "lstm_lm", "unet")
+
+_CPU_ROWS = (_seed_row, _seed_eval_row, _mlp_row, _add_row, _rand_row, _empty_row, _zoo_rows)
 
 SKIPPED_DISCRETE = (
     "skipped: the device's memory is not host memory (unified_memory=False) and its ops run as "

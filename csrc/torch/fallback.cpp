@@ -278,9 +278,20 @@ bool is_generator_arg(const c10::Argument& a) {
          t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
+// Whether the op writes its argument number `index`: as its schema says (Tensor(a!)), or where
+// the schema does not say it: native_batch_norm updates its running_mean and running_var
+// (arguments 3 and 4) in training, though they are plain Tensor? (torch keeps the schema;
+// _native_batch_norm_legit is the annotated one). Without this, on discrete memory their staged
+// copies were not written back and BatchNorm's running statistics stayed as they were.
+bool writes_argument(const c10::FunctionSchema& schema, const c10::Argument& arg, size_t index) {
+  if (arg.alias_info() && arg.alias_info()->isWrite()) return true;
+  return (index == 3 || index == 4) && schema.name() == "aten::native_batch_norm" &&
+         schema.overload_name().empty();
+}
+
 // One argument (the stack's value `iv` for the schema's argument `arg`, number `index`).
-void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index, Arguments& found) {
-  bool written = arg.alias_info() && arg.alias_info()->isWrite();
+void alias_argument(c10::IValue& iv, const c10::Argument& arg, size_t index, bool written,
+                    Arguments& found) {
   if (iv.isTensor()) {
     const auto& t = iv.toTensor();
     if (is_mpsrt(t)) {
@@ -315,7 +326,8 @@ Arguments alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack& 
         if (t) note_span(*t, found.staged);
     }
   }
-  for (size_t i = 0; i < args.size(); ++i) alias_argument(stack[begin + i], args[i], i, found);
+  for (size_t i = 0; i < args.size(); ++i)
+    alias_argument(stack[begin + i], args[i], i, writes_argument(schema, args[i], i), found);
   return found;
 }
 

@@ -12,6 +12,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TORCH_ROWS = ("seed: ", "seed: ", "train step: ", "t.add_(1)", "torch.rand(", "torch.empty(")
+# The model zoo's rows, one per family (bench_torch.ZOO); without torchvision or transformers (the
+# `zoo` extra) those families' rows have no figure and say why.
+ZOO_ROWS = ("resnet18", "mobilenet_v3_small", "vit", "gpt2", "bert", "lstm_lm", "unet")
 
 
 @pytest.fixture
@@ -38,8 +41,14 @@ def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
         assert len(rows) == 1 and rows[0]["value"] is None, rows
         assert "its ops run as CPU kernels" in rows[0]["note"]
         return
-    assert [r["name"].startswith(p) for r, p in zip(rows, TORCH_ROWS)] == [True] * len(TORCH_ROWS)
-    assert len(rows) == len(TORCH_ROWS)
+    prefixes = TORCH_ROWS + tuple(f"zoo: {name} forward" for name in ZOO_ROWS)
+    assert [r["name"].startswith(p) for r, p in zip(rows, prefixes)] == [True] * len(prefixes)
+    assert len(rows) == len(prefixes)
+    zoo = rows[len(TORCH_ROWS) :]
+    for r in zoo:
+        if r["value"] is None:
+            assert r["note"].startswith("skipped: ") and "not installed" in r["note"], r
+    rows = rows[: len(TORCH_ROWS)] + [r for r in zoo if r["value"] is not None]
     for r in rows:
         assert r["peer_name"] == "torch cpu"
         assert r["value"] > 0 and r["peer_value"] > 0 and r["ratio"] > 0, r
@@ -49,7 +58,7 @@ def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
         else:  # goals set for the cpu backend are shown, not judged
             assert r["goal"].endswith("(cpu)") and r["goal_met"] is None, r
     units = [r["unit"] for r in rows]
-    assert units == ["s", "s", "ms", "ns", "GB/s", "ns"]
+    assert units == ["s", "s", "ms", "ns", "GB/s", "ns"] + ["ms"] * (len(rows) - len(TORCH_ROWS))
 
 
 def test_torch_area_without_torch(bench, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,6 +148,25 @@ def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_e
         gc.collect()
 
 
+def test_batch_norm_updates_its_running_statistics_on_both_memory_models(runtime_env) -> None:
+    """native_batch_norm writes running_mean and running_var in training though its schema does
+    not mark them written: the fallback writes their staged copies back on discrete memory too."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 5)
+    for memory in ("auto", "discrete"):  # auto: unified on lavapipe
+        with runtime_env(MPSRT_VULKAN_MEMORY=memory):
+            cpu = torch.nn.BatchNorm2d(3, momentum=0.5).train()
+            dev = torch.nn.BatchNorm2d(3, momentum=0.5).train().to("mpsrt")
+            for _ in range(2):
+                expected, got = cpu(x), dev(x.to("mpsrt"))
+            torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+            for name, buf in cpu.named_buffers():
+                torch.testing.assert_close(getattr(dev, name).cpu(), buf, atol=1e-6, rtol=1e-5)
+            assert dev.running_mean.abs().max().item() > 1e-3  # moved from its zeros
+            del dev, got
+            gc.collect()
+
+
 def test_fallback_counts_name_each_op() -> None:
     x = torch.randn(64, 32).to("mpsrt")
     torch.mpsrt.reset_fallback_counts()
