@@ -6,7 +6,9 @@ compiles both (its graphs run the device's ops as in eager mode)."""
 from __future__ import annotations
 
 import copy
+import gc
 import threading
+from collections.abc import Iterator
 
 import mpsrt
 import pytest
@@ -43,12 +45,18 @@ def _model_and_input() -> tuple[torch.nn.Module, torch.Tensor]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    # Every test compiles anew: dynamo's cache keys on code objects, not on the runtime.
+def _fresh_dynamo() -> Iterator[None]:
+    # Every test compiles anew (dynamo's cache keys on code objects, not on the runtime), and
+    # leaves no device tensors in dynamo's caches when the runtime is re-created.
     torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+    gc.collect()
 
 
 def test_inductor_compiles_inference_to_cpu_code_on_host_memory(backend: str) -> None:
+    from torch._inductor import metrics as inductor_metrics
+
     model, x = _model_and_input()
     with torch.no_grad():
         expected = model(x)
@@ -58,9 +66,9 @@ def test_inductor_compiles_inference_to_cpu_code_on_host_memory(backend: str) ->
             with pytest.raises(Exception, match='backend="aot_eager"'):
                 compiled(x.to("mpsrt"))
             return
-        before = torch._inductor.metrics.generated_kernel_count
+        before = inductor_metrics.generated_kernel_count
         got = compiled(x.to("mpsrt"))
-        assert torch._inductor.metrics.generated_kernel_count > before  # inductor's own code
+        assert inductor_metrics.generated_kernel_count > before  # inductor's own code
         assert got.device.type == "mpsrt"
         assert_close(got, expected, atol=1e-5, rtol=1e-5)
         # A second call runs the compiled code again, on new values.

@@ -99,3 +99,28 @@ def test_training_step_matches_cpu(kernels: str, name: str) -> None:
     # The step moved the weights by far more than the tolerance: the comparison means something.
     moved = max((expected[k] - before[k]).abs().max().item() for k in expected)
     assert moved >= 10 * TOL["atol"], moved
+
+
+# torch.compile (inductor, the default backend) of a convolutional net and a transformer encoder:
+# inference graphs on host-visible memory compile to inductor's C++ code on the device's
+# memory (test_torch_compile.py checks the mechanism; here real models go through it).
+@pytest.mark.needs_compiler
+@pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
+@pytest.mark.parametrize("name", ["resnet18", "bert"])
+def test_compiled_forward_matches_cpu(unified_memory: None, name: str) -> None:
+    from torch._inductor import metrics as inductor_metrics
+
+    zoo = _build(name)
+    model = zoo.model.eval()
+    dev = copy.deepcopy(model).to("mpsrt")
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            expected = zoo.output(model, zoo.inputs)
+            before = inductor_metrics.generated_kernel_count
+            got = zoo.output(torch.compile(dev), zoo.inputs.to("mpsrt"))
+        assert inductor_metrics.generated_kernel_count > before
+        assert_close(got, expected, **TOL)
+    finally:
+        torch._dynamo.reset()  # its caches hold the device's tensors (the model's weights)
+        gc.collect()
