@@ -1,9 +1,9 @@
 """torch.compile's inductor on the mpsrt device, where its memory is host-visible.
 
-Inductor asks a PrivateUse1 device's module (``torch.mpsrt``) for the code generators of the
-device (``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen``, ``WrapperFxCodegen``:
-torch.utils.backend_registration's custom-module functions); ``torch.mpsrt`` hands out the ones
-here on first use, so that ``import mpsrt.torch`` does not import inductor.
+Inductor asks a PrivateUse1 device's module (``torch.mpsrt``) for its code generators
+(torch.utils.backend_registration's custom-module functions, "Scheduling" first); on that first
+request the device registers itself with inductor (``register``), so that ``import mpsrt.torch``
+does not import inductor.
 
 On host-visible memory (the cpu backend, lavapipe, integrated GPUs) an mpsrt tensor's data
 pointer is a host address, so inductor's C++/OpenMP CPU code (its ``CppScheduling``) computes on
@@ -26,15 +26,21 @@ training graphs are refused, naming ``backend="aot_eager"``, rather than trusted
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
 from typing import Any
 
 import torch
-from torch._inductor.codegen.common import register_device_op_overrides
+from torch._inductor.codegen.common import (
+    register_backend_for_device,
+    register_device_op_overrides,
+)
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.virtualized import V
 
 import mpsrt
@@ -42,8 +48,9 @@ import mpsrt
 _DEVICE = "mpsrt"
 
 
-def _require_host_memory(device: torch.device) -> None:
-    index = device.index if device.index is not None else mpsrt.current_device()
+def _require_host_memory(device: torch.device | int) -> None:
+    index = device if isinstance(device, int) else device.index
+    index = index if index is not None else mpsrt.current_device()
     if not mpsrt.get_device_properties(index).unified_memory:
         raise RuntimeError(
             f"[torch] torch.compile's inductor backend generates CPU code, which needs device "
@@ -81,9 +88,16 @@ class WrapperCodegen(PythonWrapperCodegen):
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
         return WrapperCodegen()
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._memory_checked = False
+
     def write_header(self) -> None:
         super().write_header()
-        self.header.splice("from mpsrt import synchronize as mpsrt_wait_for_device")
+        self.header.splice(
+            "from mpsrt import synchronize as mpsrt_wait_for_device\n"
+            "from mpsrt.torch._inductor import wait_for_host_kernels as mpsrt_wait_for_host_kernels"
+        )
 
     def _generate_kernel_call_helper(
         self,
@@ -101,8 +115,21 @@ class WrapperCodegen(PythonWrapperCodegen):
             )
             return
         _require_host_memory(device)
-        self.writeline("mpsrt_wait_for_device()")
+        # The first kernel checks the memory model again when the code runs: inductor's caches
+        # can hand code compiled for host-visible memory to a runtime with discrete memory.
+        if self._memory_checked:
+            self.writeline("mpsrt_wait_for_device()")
+        else:
+            self.writeline(f"mpsrt_wait_for_host_kernels({device.index or 0})")
+            self._memory_checked = True
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+
+
+def wait_for_host_kernels(index: int) -> None:
+    """Before the generated C++ kernels of a graph run on device `index`: its memory must be
+    host-visible, and its queued work done."""
+    _require_host_memory(index)
+    mpsrt.synchronize(index)
 
 
 class CppWrapperCodegen(CppWrapperCpu):
@@ -118,14 +145,6 @@ class CppWrapperCodegen(CppWrapperCpu):
 
 class FxWrapperCodegen(WrapperFxCodegen):
     """Inductor's FX wrapper (its own device handling)."""
-
-
-_CODEGENS = {
-    "Scheduling": CppScheduling,  # inductor's C++ CPU kernels
-    "PythonWrapperCodegen": WrapperCodegen,
-    "CppWrapperCodegen": CppWrapperCodegen,
-    "WrapperFxCodegen": FxWrapperCodegen,
-}
 
 
 def _device_interface() -> type:
@@ -191,15 +210,39 @@ def _generate_as_cpu() -> None:
             module.get_current_backend = get_current_backend
 
 
-def codegen(name: str) -> type:
-    """What inductor asks torch.mpsrt for by name; registers the device's op overrides and its
-    dynamo device interface on the first call."""
+class _CodeIdentity(CustomGraphModulePass):
+    """The device's post-grad pass: changes nothing in the graph; its uuid (this module's code
+    and mpsrt's version) is part of inductor's cache keys, so code cached by another version of
+    the device's code generators is not reused."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        return None
+
+    def uuid(self) -> str:
+        source = pathlib.Path(__file__).read_bytes()
+        return hashlib.sha256(source + mpsrt.__version__.encode()).hexdigest()
+
+
+def register() -> type:
+    """Registers the device with inductor (its code generators, its post-grad pass, its op
+    overrides, dynamo's device interface) on the first call; returns the Scheduling. Inductor
+    calls it by asking torch.mpsrt for "Scheduling" (its registration of out-of-tree devices);
+    the device registers itself then, with its pass, so that torch's registration, which has
+    none, is left out (torch.mpsrt offers no "CppWrapperCodegen" for it to find)."""
     global _registered
     if not _registered:
         from torch._dynamo.device_interface import register_interface_for_device
 
+        register_backend_for_device(
+            _DEVICE,
+            CppScheduling,
+            WrapperCodegen,
+            CppWrapperCodegen,
+            FxWrapperCodegen,
+            device_custom_pass=_CodeIdentity(),
+        )
         register_device_op_overrides(_DEVICE, CpuDeviceOpOverrides())
         _generate_as_cpu()
         register_interface_for_device(_DEVICE, _device_interface())
         _registered = True
-    return _CODEGENS[name]
+    return CppScheduling

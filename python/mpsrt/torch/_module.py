@@ -332,14 +332,12 @@ def _kernel_ops() -> list[str]:
     return list(torch.ops.mpsrt_torch._kernel_ops())
 
 
-_INDUCTOR_CODEGENS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
-
-
 def __getattr__(name: str) -> Any:
-    # torch.compile's inductor asks the device's module for its code generators by these names;
-    # they are made on first use so that importing the device does not import inductor.
-    if name in _INDUCTOR_CODEGENS:
+    # torch.compile's inductor asks the device's module for its code generators ("Scheduling"
+    # first); the device registers itself with inductor then, on first use, so that importing
+    # the device does not import inductor.
+    if name == "Scheduling":
         from mpsrt.torch import _inductor
 
-        return _inductor.codegen(name)
+        return _inductor.register()
     raise AttributeError(f"module 'torch.mpsrt' has no attribute '{name}'")
