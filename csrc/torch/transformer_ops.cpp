@@ -27,6 +27,7 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/softmax.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -154,6 +155,13 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     if (!cmask->defined()) return kMath;
   }
   if (!cq.defined() || !ck.defined() || !cv.defined()) return kMath;
+  // Straight to the CPU's kernel: under torch.compile's tracing (a Python dispatch mode,
+  // functionalization) the op call, even on the CPU stand-ins, would be recorded in the graph
+  // (an int-valued node its partitioner refuses); the choice is made now, as torch's own
+  // devices make it, outside the dispatcher.
+  c10::impl::ExcludeDispatchKeyGuard not_traced(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                           c10::DispatchKey::PreDispatch, c10::DispatchKey::Functionalize}));
   return at::_fused_sdp_choice(cq, ck, cv, cmask, dropout_p, is_causal, scale, enable_gqa);
 }
 

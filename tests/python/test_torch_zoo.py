@@ -101,26 +101,49 @@ def test_training_step_matches_cpu(kernels: str, name: str) -> None:
     assert moved >= 10 * TOL["atol"], moved
 
 
-# torch.compile (inductor, the default backend) of a convolutional net and a transformer encoder:
-# inference graphs on host-visible memory compile to inductor's C++ code on the device's
-# memory (test_torch_compile.py checks the mechanism; here real models go through it).
+# torch.compile (inductor, the default backend) of real models on host-visible memory: the
+# forward of a convolutional net and a transformer encoder, and the CNN's training step (its
+# pooling gradients, BatchNorm's statistics): inductor's C++ code on the device's memory
+# (test_torch_compile.py checks the mechanism; here real models go through it).
+def _compiled(model: Any) -> Any:
+    torch._dynamo.reset()
+    return torch.compile(model)
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    yield
+    torch._dynamo.reset()  # its caches hold the device's tensors (the model's weights)
+    gc.collect()
+
+
 @pytest.mark.needs_compiler
 @pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
 @pytest.mark.parametrize("name", ["resnet18", "bert"])
-def test_compiled_forward_matches_cpu(unified_memory: None, name: str) -> None:
+def test_compiled_forward_matches_cpu(unified_memory: None, fresh_dynamo: None, name: str) -> None:
     from torch._inductor import metrics as inductor_metrics
 
     zoo = _build(name)
     model = zoo.model.eval()
     dev = copy.deepcopy(model).to("mpsrt")
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            expected = zoo.output(model, zoo.inputs)
-            before = inductor_metrics.generated_kernel_count
-            got = zoo.output(torch.compile(dev), zoo.inputs.to("mpsrt"))
-        assert inductor_metrics.generated_kernel_count > before
-        assert_close(got, expected, **TOL)
-    finally:
-        torch._dynamo.reset()  # its caches hold the device's tensors (the model's weights)
-        gc.collect()
+    with torch.no_grad():
+        expected = zoo.output(model, zoo.inputs)
+        before = inductor_metrics.generated_kernel_count
+        got = zoo.output(_compiled(dev), zoo.inputs.to("mpsrt"))
+    assert inductor_metrics.generated_kernel_count > before
+    assert_close(got, expected, **TOL)
+
+
+@pytest.mark.needs_compiler
+@pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
+def test_compiled_training_step_matches_cpu(unified_memory: None, fresh_dynamo: None) -> None:
+    zoo = _build("resnet18")
+    model = zoo.model.train()
+    dev = copy.deepcopy(model).to("mpsrt")
+    for m, x in ((model, zoo.inputs), (_compiled(dev), zoo.inputs.to("mpsrt"))):
+        opt = zoo_models.make_optimizer(zoo, m)
+        zoo.loss(m, x).backward()
+        opt.step()
+    expected, got = _state(model), _state(dev)
+    for k in expected:
+        assert_close(got[k], expected[k], **TOL)

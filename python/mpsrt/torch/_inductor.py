@@ -15,13 +15,11 @@ kernels the fallback runs do (a wait on an idle device costs well under a micros
 the memory is not host-visible (a discrete GPU, MPSRT_VULKAN_MEMORY=discrete), compiling fails
 with an error that names ``backend="aot_eager"``, which works everywhere.
 
-Inductor tells CPU code from GPU code by the device's type being "cpu" in many places; three of
-them decide how its C++ code generator is driven and answer for the device as for the CPU here
-(_generate_as_cpu). The rest choose GPU-style lowerings for any other device (scatter-based
-pooling gradients, Welford variances, realization thresholds); on inference graphs the results
-are checked equal to eager (tests/python/test_torch_compile.py, the zoo), but on training graphs
-inductor's C++ code from those lowerings computed wrong gradients (resnet18's first layers), so
-training graphs are refused, naming ``backend="aot_eager"``, rather than trusted.
+Inductor tells CPU code from GPU code by the device's type being "cpu" in many places. Where
+that decides how its C++ code generator is driven, the device answers as the CPU
+(_generate_as_cpu); elsewhere inductor makes a GPU's choices for it (Welford variances, dividing
+by a constant as multiplying by its reciprocal), which its C++ code computes correctly: inference
+and training graphs are checked equal to eager (tests/python/test_torch_compile.py, the zoo).
 """
 
 from __future__ import annotations
@@ -59,19 +57,6 @@ def _require_host_memory(device: torch.device | int) -> None:
         )
 
 
-def _require_inference_graph() -> None:
-    """Training graphs (a forward that saves for backward, a backward) are refused: inductor
-    lowers a device that is not "cpu" with its GPU choices in places (scatter-based pooling
-    gradients, fusions its C++ code generator mishandles), and its C++ code then computed wrong
-    gradients (resnet18's first layers); inference graphs are checked equal to eager."""
-    if not V.graph.is_inference:
-        raise RuntimeError(
-            "[torch] torch.compile's inductor backend on the mpsrt device compiles inference "
-            "graphs only (under torch.no_grad() / torch.inference_mode(), or with no input that "
-            'requires grad); to compile training, use torch.compile(model, backend="aot_eager")'
-        )
-
-
 class WrapperCodegen(PythonWrapperCodegen):
     """Inductor's Python wrapper, waiting for the device before each generated C++ kernel."""
 
@@ -82,7 +67,6 @@ class WrapperCodegen(PythonWrapperCodegen):
         parent_wrapper: PythonWrapperCodegen | None,
         partition_signatures: Any = None,
     ) -> PythonWrapperCodegen:
-        _require_inference_graph()
         if is_subgraph:
             assert subgraph_name is not None and parent_wrapper is not None
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
@@ -171,43 +155,76 @@ def _device_interface() -> type:
 _registered = False
 
 
-def _generate_as_cpu() -> None:
-    """Inductor tells CPU code from GPU code by the device's type being "cpu": its scheduler's
-    node.is_cpu() keeps the loop reorderings and fusions its C++ code generator cannot take away
-    from CPU kernels, and get_current_backend() names the code generator ("cpp" for the CPU, the
-    GPU's, "triton", for any other device), which decides how the ops of a kernel are typed and
-    emitted. The device's kernels are that C++ code, so both answer for it as for the CPU."""
+def _replace(module: Any, name: str, make: Any) -> None:
+    """Replaces inductor's function `name` of `module` by make(torch's function), in `module`
+    and in every module of inductor that imported it by name (each holds its own reference)."""
     import sys
 
+    torch_fn = getattr(module, name)
+    ours = make(torch_fn)
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("torch._inductor") and getattr(mod, name, None) is torch_fn:
+            setattr(mod, name, ours)
+
+
+# utils.use_scatter_fallback's parameters, in order.
+_SCATTER_FALLBACK_ARGS = (
+    "op_overload",
+    "reduction_type",
+    "self_dtype",
+    "src_dtype",
+    "src_device_type",
+    "src_is_tensor",
+)
+
+
+def _generate_as_cpu() -> None:
+    """Inductor tells CPU code from GPU code by the device's type being "cpu". Where that
+    decides how its C++ code generator is driven, the device answers as the CPU: the scheduler's
+    node.is_cpu() (keeps loop reorderings and fusions its C++ code cannot take away from CPU
+    kernels), ir.is_cpu() (the CPU's thresholds for realizing buffers), get_current_backend()
+    ("cpp" for the CPU, the GPU's "triton" for any other device: how a kernel's ops are typed and
+    emitted) and use_scatter_fallback() (scatter-adds run as torch's kernel on the CPU, not as
+    generated atomic adds, which its C++ code mis-indexed in tiled loops: wrong pooling
+    gradients)."""
     from torch._inductor import ir, scheduler, utils
     from torch._inductor.virtualized import V
 
-    if getattr(utils.get_current_backend, "_mpsrt", False):
+    if getattr(scheduler.BaseSchedulerNode.is_cpu, "_mpsrt", False):
         return
-    torch_is_cpu = scheduler.BaseSchedulerNode.is_cpu
-    torch_ir_is_cpu = ir.is_cpu
-    torch_backend = utils.get_current_backend
 
-    def is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
-        device = self.get_device()
-        return torch_is_cpu(self) or (device is not None and device.type == _DEVICE)
+    def node_is_cpu(torch_fn: Any) -> Any:
+        def is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
+            device = self.get_device()
+            return torch_fn(self) or (device is not None and device.type == _DEVICE)
 
-    def ir_is_cpu(x: Any) -> bool:
-        return torch_ir_is_cpu(x) or ir.get_device_type(x) == _DEVICE
+        is_cpu._mpsrt = True  # type: ignore[attr-defined]
+        return is_cpu
 
-    def get_current_backend(device_type: str | None = None) -> str:
-        if (device_type or V.graph.get_current_device_or_throw().type) == _DEVICE:
-            return torch._inductor.config.cpu_backend
-        return torch_backend(device_type)
+    def ir_is_cpu(torch_fn: Any) -> Any:
+        return lambda x: torch_fn(x) or ir.get_device_type(x) == _DEVICE
 
-    get_current_backend._mpsrt = True  # type: ignore[attr-defined]
-    scheduler.BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
-    ir.is_cpu = ir_is_cpu
-    # Modules of inductor that imported the function by name hold their own reference.
-    for name, module in list(sys.modules.items()):
-        held = getattr(module, "get_current_backend", None)
-        if name.startswith("torch._inductor") and held is torch_backend:
-            module.get_current_backend = get_current_backend
+    def backend(torch_fn: Any) -> Any:
+        def get_current_backend(device_type: str | None = None) -> str:
+            if (device_type or V.graph.get_current_device_or_throw().type) == _DEVICE:
+                return torch._inductor.config.cpu_backend
+            return torch_fn(device_type)
+
+        return get_current_backend
+
+    def scatter_fallback(torch_fn: Any) -> Any:
+        def use_scatter_fallback(*args: Any, **kwargs: Any) -> bool:
+            bound = dict(zip(_SCATTER_FALLBACK_ARGS, args), **kwargs)
+            if bound.get("src_device_type") == _DEVICE:
+                bound["src_device_type"] = "cpu"
+            return torch_fn(**bound)
+
+        return use_scatter_fallback
+
+    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu(scheduler.BaseSchedulerNode.is_cpu)
+    _replace(ir, "is_cpu", ir_is_cpu)
+    _replace(utils, "get_current_backend", backend)
+    _replace(utils, "use_scatter_fallback", scatter_fallback)
 
 
 class _CodeIdentity(CustomGraphModulePass):
