@@ -12,13 +12,19 @@
 // CPU kernels on host-visible memory, the choice torch makes for the same tensors on the CPU,
 // so that the fallback runs torch's fused CPU flash-attention kernel instead of the math
 // path's separate batched matmuls and softmax over the whole score matrix.
+//
+// The fused-attention pair torch leaves to out-of-tree devices (..._overrideable and its
+// backward): the CPU's flash attention ops, through the fallback (see fused_attention below).
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/linear.h>
@@ -27,6 +33,8 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/softmax.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -165,6 +173,73 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   return at::_fused_sdp_choice(cq, ck, cv, cmask, dropout_p, is_causal, scale, enable_gqa);
 }
 
+// The fused-attention pair torch leaves to out-of-tree devices
+// (_scaled_dot_product_fused_attention_overrideable and its backward; scaled_dot_product_attention
+// reaches them where the backend choice says "overrideable", and callers may call them). They
+// run as the CPU's flash attention ops (_scaled_dot_product_flash_attention_for_cpu and its
+// backward), which dispatch to the device again: through the fallback (CPU kernels on
+// host-visible memory, staged copies on discrete memory). The CPU's logsumexp has the fused
+// op's layout ([B, H, L], float). The fields only a GPU kernel fills (cumulative sequence
+// lengths, philox seed and offset, the debug mask) are empty; max_q / max_k are the lengths.
+using AttentionOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt,
+                                c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
+
+AttentionOut fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const std::optional<at::Tensor>& bias, double dropout_p,
+                             bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(!return_debug_mask,
+              "[torch] _scaled_dot_product_fused_attention_overrideable on mpsrt: "
+              "return_debug_mask=True is not supported (the CPU's flash attention keeps no "
+              "attention matrix); pass False");
+  auto [out, lse] =
+      at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, bias, scale);
+  const at::Tensor none = at::empty({0}, q.options().dtype(at::kLong));
+  return {out,
+          lse,
+          none,
+          none,
+          q.sym_size(-2),
+          k.sym_size(-2),
+          none,
+          none,
+          at::empty({0}, q.options())};
+}
+
+// The gradient of the additive bias, which the CPU's flash backward does not compute:
+// dS = P * (dP - rowsum(dO * O)), P = exp(S - lse), S = q k^T scale + bias, dP = dO v^T,
+// summed to the bias's (broadcast) shape.
+at::Tensor bias_gradient(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& bias, const at::Tensor& out,
+                         const at::Tensor& lse, double scale) {
+  const at::Tensor scores = at::add(at::mul(at::matmul(q, k.transpose(-2, -1)), scale), bias);
+  const at::Tensor p = at::exp(at::sub(scores, lse.unsqueeze(-1)));
+  const at::Tensor dp = at::matmul(grad_out, v.transpose(-2, -1));
+  const at::Tensor row = at::sum(at::mul(grad_out, out), {-1}, /*keepdim=*/true);
+  return at::mul(p, at::sub(dp, row)).sum_to_size(bias.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& bias, std::array<bool, 4> mask, const at::Tensor& out, const at::Tensor& lse,
+    const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p,
+    bool is_causal, const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
+  const std::optional<at::Tensor> attn_mask =
+      bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
+  auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      grad_out, q, k, v, out, lse, dropout_p, is_causal, attn_mask, scale);
+  at::Tensor gbias;
+  if (mask[3] && bias.defined()) {
+    TORCH_CHECK(dropout_p == 0.0 && !is_causal,
+                "[torch] _scaled_dot_product_fused_attention_overrideable_backward on mpsrt: "
+                "the bias gradient is computed without dropout or a causal mask; got dropout_p=",
+                dropout_p, ", is_causal=", is_causal);
+    const double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+    gbias = bias_gradient(grad_out, q, k, v, bias, out, lse, s);
+  }
+  return {mask[0] ? gq : at::Tensor(), mask[1] ? gk : at::Tensor(), mask[2] ? gv : at::Tensor(),
+          gbias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -173,6 +248,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // The op too (scaled_dot_product_attention asks the stub; callers of torch._fused_sdp_choice
   // get the same answer instead of the CPU's through the fallback).
   m.impl("_fused_sdp_choice", TORCH_FN(sdp_choice));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(fused_attention));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         TORCH_FN(fused_attention_backward));
 }
 
 }  // namespace mpsrt::torch_glue

@@ -1350,6 +1350,52 @@ def test_convolutions_and_their_gradients_match_cpu(name: str) -> None:
     assert ran.get("aten::convolution") == 1 and ran.get("aten::convolution_backward") == 1, ran
 
 
+def test_convolution_outputs_have_the_strides_torch_compile_expects() -> None:
+    # torch decides an out-of-tree device's convolutions give contiguous outputs (its fake
+    # tensors say so to torch.compile); a channels-last input keeps its format on the CPU only.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    conv = torch.nn.Conv2d(4, 8, 3).to("mpsrt")
+    x = torch.randn(2, 4, 9, 9, device="mpsrt").to(memory_format=torch.channels_last)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = conv(mode.from_tensor(x))
+    got = conv(x)
+    assert got.stride() == fake.stride() == got.contiguous().stride()
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "bias"])
+def test_fused_attention_overrideable_pair_matches_cpu(case: str) -> None:
+    # The fused-attention ops torch leaves to out-of-tree devices, called as a caller of
+    # them (or an "overrideable" backend choice) would: forward, and backward through the
+    # forward's derivative (its backward op), against CPU attention.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, requires_grad=True) for _ in range(3))
+    bias = torch.randn(2, 1, 5, 5, requires_grad=True) if case == "bias" else None
+    causal = case == "causal"
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias, is_causal=causal
+    )
+    dev = [t.detach().to("mpsrt").requires_grad_(True) for t in (q, k, v)]
+    dev_bias = bias.detach().to("mpsrt").requires_grad_(True) if bias is not None else None
+    outs = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *dev, dev_bias, is_causal=causal
+    )
+    got, lse = outs[0], outs[1]
+    assert got.device.type == "mpsrt" and lse.shape == (2, 3, 5)
+    assert outs[4] == 5 and outs[5] == 5  # max_q, max_k
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+    grad = torch.randn_like(expected)
+    expected.backward(grad)
+    got.backward(grad.to("mpsrt"))
+    for d, c in zip([*dev, dev_bias], [q, k, v, bias]):
+        if c is not None:
+            torch.testing.assert_close(d.grad.cpu(), c.grad, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="return_debug_mask=True is not supported"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            *dev, return_debug_mask=True
+        )
+
+
 def test_a_script_ending_right_after_a_backward_exits_cleanly(backend: str) -> None:
     # torch's autograd worker thread of the device may drop a finished backward's Python state
     # while the interpreter finalizes (exit code 134, "terminate called ..."): the device's
