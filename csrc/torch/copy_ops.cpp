@@ -114,11 +114,14 @@ at::Tensor& zero_(at::Tensor& self) {
   return fill_scalar(self, 0);
 }
 
-// fill_ with a 0-dim tensor: its value (read from the device when it is an mpsrt tensor).
+// fill_ with a 0-dim tensor: its value (read from the device when it is an mpsrt tensor: an
+// alias after the queued work on unified memory, a staged copy on discrete memory; no new
+// tensor through the copy ops, as value.cpu() would make). Python's `t[i] = 3.0` comes here
+// with the scalar made into an mpsrt tensor.
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  return fill_scalar(self, (is_mpsrt(value) ? value.cpu() : value).item());
+  return fill_scalar(self, (is_mpsrt(value) ? host_values(value) : value).item());
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,11 +60,19 @@ std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0
     g_arguments_staged{0};
 
 // The ops run here, by name ("aten::add.Tensor"): calls since the last reset, and whether the op
-// has warned (once per process) of a staged run.
+// has warned (once per process) of a staged run. One entry per op, never freed; each thread
+// finds an op's entry through its own cache, keyed by the op's schema object (stable while the
+// op is registered) and checked against the op's name (a schema freed and another registered at
+// its address is looked up again): no lock and no string per call.
+struct OpCount {
+  explicit OpCount(c10::OperatorName n) : name(std::move(n)) {}
+  const c10::OperatorName name;
+  std::atomic<int64_t> calls{0};
+  std::atomic<bool> warned{false};
+};
 struct OpCounts {
   std::mutex mu;
-  std::unordered_map<std::string, int64_t> calls;
-  std::unordered_map<std::string, bool> warned;
+  std::unordered_map<c10::OperatorName, std::unique_ptr<OpCount>> by_name;
 };
 OpCounts& op_counts() {
   static auto* counts = new OpCounts;  // never destroyed: ops may run during exit
@@ -75,15 +84,23 @@ std::string op_name(const c10::FunctionSchema& schema) {
                                         : schema.name() + "." + schema.overload_name();
 }
 
-// Counts one run of the op; true the first time it ran staged (the caller warns).
-bool count_op(const c10::FunctionSchema& schema, bool staged) {
-  const std::string name = op_name(schema);
+OpCount& op_count(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpCount*> cache;
+  OpCount*& hit = cache[&schema];
+  if (C10_LIKELY(hit != nullptr && hit->name == schema.operator_name())) return *hit;
   OpCounts& c = op_counts();
   std::lock_guard<std::mutex> lock(c.mu);
-  ++c.calls[name];
-  if (!staged) return false;
-  bool& warned = c.warned[name];
-  return !std::exchange(warned, true);
+  auto& entry = c.by_name[schema.operator_name()];
+  if (!entry) entry = std::make_unique<OpCount>(schema.operator_name());
+  hit = entry.get();
+  return *hit;
+}
+
+// Counts one run of the op; true the first time it ran staged (the caller warns).
+bool count_op(const c10::FunctionSchema& schema, bool staged) {
+  OpCount& e = op_count(schema);
+  e.calls.fetch_add(1, std::memory_order_relaxed);
+  return staged && !e.warned.exchange(true);
 }
 
 // The CPU allocator while a CPU kernel runs for the fallback: on the op's device, its new
@@ -203,18 +220,32 @@ void note_span(const at::Tensor& t, std::vector<StagedStorage>& staged) {
   staged.push_back({impl, lo, hi, {}, false, false});
 }
 
-// A CPU tensor with t's sizes and strides over `host` from byte `start`.
+// A CPU tensor with t's sizes and strides over `host` from byte `start` (which holds them: the
+// whole device storage's alias, or the host copy of the span they lie in).
 at::Tensor view_of_host(const at::Tensor& t, const c10::Storage& host, size_t start) {
-  at::Tensor a = at::empty({0}, c10::TensorOptions().dtype(t.dtype()));
-  a.set_(host, static_cast<int64_t>(start / t.dtype().itemsize()), t.sizes(), t.strides());
+  auto a = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  a.unsafeGetTensorImpl()->set_sizes_and_strides(
+      t.sizes(), t.strides(), static_cast<int64_t>(start / t.dtype().itemsize()));
   return a;
 }
 
 // t's stand-in for the CPU kernel: an alias of its memory where the host addresses it (the
 // tensors of one device storage alias one CPU storage, so that the CPU kernel sees what overlaps:
 // torch's "single memory location" checks), else a view of its storage's host copy (read here on
-// first use).
+// first use). A tensor given twice has one stand-in, so that the kernel sees the same tensor
+// where it was given the same (kernels test it: e.g. multi-head attention's q, k and v, one
+// projection for self-attention).
 at::Tensor alias_arg(const at::Tensor& t, bool written, Arguments& found) {
+  for (Aliased& s : found.seen) {
+    if (s.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+      s.written = s.written || written;
+      if (s.staged && written)  // its storage's host copy is written back
+        for (auto& g : found.staged)
+          if (g.impl == t.storage().unsafeGetStorageImpl()) g.written = true;
+      return s.alias;
+    }
+  }
   if (host_visible(t.storage())) {
     for (const Aliased& s : found.seen) {
       if (!s.staged && s.original.storage().is_alias_of(t.storage())) {
@@ -315,6 +346,7 @@ Arguments alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack& 
                           size_t begin) {
   Arguments found;
   const auto& args = schema.arguments();
+  found.seen.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& iv = stack[begin + i];
     if (iv.isTensor()) {
@@ -340,6 +372,11 @@ void replace_generator(c10::IValue& iv, c10::DeviceIndex d) {
 
 // ------------------------------------------------------------------ 3. the CPU kernel
 // After the current stream's queued work; in a profiler session an interval named after the op.
+// The op's CPU kernel is called directly (redispatched to the CPU key): the op was already
+// recorded once, as the device's (torch's profiler would otherwise show it twice, the CPU row
+// the device row's only child, which its event list merges into one without the device time),
+// and the CPU tensors standing in for the arguments need none of the keys above CPU (no
+// autograd, no CPU autocast: the op is the device's).
 // New outputs go straight into mpsrt memory where the host addresses it: when the op's mpsrt
 // arguments were aliased (none staged), or, for a factory op with none, when the device's memory
 // is host-visible.
@@ -354,7 +391,7 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     for (const auto& a : seen) staged = staged || a.staged;
     const bool capture = !staged && (!seen.empty() || api().host_visible(d) == 1);
     const CaptureScope scope(capture ? d : -1);
-    op.callBoxed(stack);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   }
   if (t0 != 0) api().host_op_end(op.schema().name().c_str(), stream, t0);
 }
@@ -595,14 +632,19 @@ c10::Dict<std::string, int64_t> fallback_op_counts() {
   OpCounts& c = op_counts();
   std::lock_guard<std::mutex> lock(c.mu);
   c10::Dict<std::string, int64_t> out;
-  for (const auto& [name, calls] : c.calls) out.insert(name, calls);
+  for (const auto& [name, e] : c.by_name) {
+    const int64_t calls = e->calls.load(std::memory_order_relaxed);
+    if (calls > 0)
+      out.insert(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name,
+                 calls);
+  }
   return out;
 }
 
 void reset_fallback_counts() {
   OpCounts& c = op_counts();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.calls.clear();
+  for (const auto& [name, e] : c.by_name) e->calls.store(0, std::memory_order_relaxed);
 }
 
 // Structured ops whose meta function resizes its output twice (elementwise, then reduced): the

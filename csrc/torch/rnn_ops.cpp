@@ -21,9 +21,16 @@
 // fallback, as every other op.
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/core/stack.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_native.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/rnn_relu_native.h>
+#include <ATen/ops/rnn_tanh_native.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sub.h>
@@ -34,7 +41,12 @@
 
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
+
+#include "fallback.h"
+#include "host_access.h"
+#include "kernels.h"
 
 namespace mpsrt::torch_glue {
 namespace {
@@ -213,9 +225,148 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
           out_as(grad_input_bias, dtype), out_as(grad_hidden_bias, dtype)};
 }
 
+// ------------------------------------------------------------------ whole recurrent nets
+// nn.LSTM, nn.GRU and nn.RNN call aten::lstm, gru, rnn_tanh and rnn_relu, which torch composes
+// for a device out of per-step cells: about ten ops a step and layer (the fused cells above, the
+// gates' matrix products), each a kernel launch, or a CPU kernel through the fallback where the
+// device runs none of its own. There the whole op runs instead as the CPU's (one op through the
+// fallback: in stream order, on CPU tensors aliasing the device memory, its outputs in device
+// memory; torch's CPU path, oneDNN's fused LSTM where it applies), when:
+//   - the device runs no kernels of its own and its memory is host-visible (else the
+//     composition, on the device's kernels or staged op by op);
+//   - nothing needs a gradient: autograd differentiates the composition, not the CPU's op;
+//   - no dropout draws random numbers (train with dropout > 0: the CPU's generator would draw
+//     them, not the device's).
+// Registered for PrivateUse1 and AutogradPrivateUse1 (where the composition would otherwise
+// run), so that inference mode, which skips autograd's keys, takes it too.
+bool host_usable(const at::Tensor& t, bool grad) {
+  return !(grad && t.requires_grad()) && (!is_mpsrt(t) || host_visible(t.storage()));
+}
+
+bool whole_net_on_host(const at::Tensor& input, at::TensorList state, at::TensorList params,
+                       double dropout, bool train) {
+  if ((train && dropout > 0) || !is_mpsrt(input) || kernels::enabled(input.device().index()))
+    return false;
+  const bool grad = at::GradMode::is_enabled();
+  if (!host_usable(input, grad)) return false;
+  for (const auto& t : state)
+    if (!host_usable(t, grad)) return false;
+  for (const auto& t : params)
+    if (!host_usable(t, grad)) return false;
+  return true;
+}
+
+// The op through the fallback with these arguments (its schema's, in order); its N tensor returns.
+template <size_t N, class... Args>
+std::vector<at::Tensor> through_fallback(const c10::OperatorHandle& op, Args&&... args) {
+  torch::jit::Stack stack;
+  stack.reserve(sizeof...(Args));
+  torch::jit::push(stack, std::forward<Args>(args)...);
+  cpu_fallback(op, &stack);
+  std::vector<at::Tensor> out;
+  for (size_t i = stack.size() - N; i < stack.size(); ++i) out.push_back(stack[i].toTensor());
+  return out;
+}
+
+c10::OperatorHandle rnn_op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+}
+
+using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+using Two = std::tuple<at::Tensor, at::Tensor>;
+
+Three lstm_input(const at::Tensor& input, at::TensorList hx, at::TensorList params, bool has_biases,
+                 int64_t num_layers, double dropout, bool train, bool bidirectional,
+                 bool batch_first) {
+  if (!whole_net_on_host(input, hx, params, dropout, train))
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train,
+                            bidirectional, batch_first);
+  static const auto op = rnn_op("aten::lstm", "input");
+  auto r = through_fallback<3>(op, input, hx, params, has_biases, num_layers, dropout, train,
+                               bidirectional, batch_first);
+  return {r[0], r[1], r[2]};
+}
+
+Three lstm_data(const at::Tensor& data, const at::Tensor& batch_sizes, at::TensorList hx,
+                at::TensorList params, bool has_biases, int64_t num_layers, double dropout,
+                bool train, bool bidirectional) {
+  if (!whole_net_on_host(data, hx, params, dropout, train))
+    return at::native::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+                            bidirectional);
+  static const auto op = rnn_op("aten::lstm", "data");
+  auto r = through_fallback<3>(op, data, batch_sizes, hx, params, has_biases, num_layers, dropout,
+                               train, bidirectional);
+  return {r[0], r[1], r[2]};
+}
+
+// gru, rnn_tanh and rnn_relu: one state tensor, two returns (output, the last state).
+using InputNet = Two (*)(const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t,
+                         double, bool, bool, bool);
+using DataNet = Two (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::TensorList,
+                        bool, int64_t, double, bool, bool);
+
+// Names the op as a template argument: one static handle per op.
+struct GruName {
+  static constexpr const char* name = "aten::gru";
+  static constexpr InputNet input = &at::native::gru;
+  static constexpr DataNet data = &at::native::gru;
+};
+struct RnnTanhName {
+  static constexpr const char* name = "aten::rnn_tanh";
+  static constexpr InputNet input = &at::native::rnn_tanh;
+  static constexpr DataNet data = &at::native::rnn_tanh;
+};
+struct RnnReluName {
+  static constexpr const char* name = "aten::rnn_relu";
+  static constexpr InputNet input = &at::native::rnn_relu;
+  static constexpr DataNet data = &at::native::rnn_relu;
+};
+
+template <class Net>
+Two net_input(const at::Tensor& input, const at::Tensor& hx, at::TensorList params, bool has_biases,
+              int64_t num_layers, double dropout, bool train, bool bidirectional,
+              bool batch_first) {
+  if (!whole_net_on_host(input, hx, params, dropout, train))
+    return Net::input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                      batch_first);
+  static const auto op = rnn_op(Net::name, "input");
+  auto r = through_fallback<2>(op, input, hx, params, has_biases, num_layers, dropout, train,
+                               bidirectional, batch_first);
+  return {r[0], r[1]};
+}
+
+template <class Net>
+Two net_data(const at::Tensor& data, const at::Tensor& batch_sizes, const at::Tensor& hx,
+             at::TensorList params, bool has_biases, int64_t num_layers, double dropout, bool train,
+             bool bidirectional) {
+  if (!whole_net_on_host(data, hx, params, dropout, train))
+    return Net::data(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+                     bidirectional);
+  static const auto op = rnn_op(Net::name, "data");
+  auto r = through_fallback<2>(op, data, batch_sizes, hx, params, has_biases, num_layers, dropout,
+                               train, bidirectional);
+  return {r[0], r[1]};
+}
+
+void register_whole_nets(torch::Library& m) {
+  m.impl("lstm.input", TORCH_FN(lstm_input));
+  m.impl("lstm.data", TORCH_FN(lstm_data));
+  m.impl("gru.input", TORCH_FN(net_input<GruName>));
+  m.impl("gru.data", TORCH_FN(net_data<GruName>));
+  m.impl("rnn_tanh.input", TORCH_FN(net_input<RnnTanhName>));
+  m.impl("rnn_tanh.data", TORCH_FN(net_data<RnnTanhName>));
+  m.impl("rnn_relu.input", TORCH_FN(net_input<RnnReluName>));
+  m.impl("rnn_relu.data", TORCH_FN(net_data<RnnReluName>));
+}
+
 }  // namespace
 
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  register_whole_nets(m);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_whole_nets(m);
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstm_cell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstm_cell_backward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell));

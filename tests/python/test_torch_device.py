@@ -271,6 +271,21 @@ def test_fill_zero_and_views() -> None:
     assert v.untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
 
 
+def test_fill_with_a_device_scalar_tensor() -> None:
+    # fill_ with a 0-dim mpsrt tensor reads its value after the queued work that wrote it (a
+    # fill on the stream), into dense and strided destinations.
+    f = torch.zeros(4, 5, device="mpsrt")
+    value = torch.full((), 2.5, device="mpsrt")
+    f[1:3, ::2].fill_(value)
+    f[3].fill_(value * 2)
+    expect = torch.zeros(4, 5)
+    expect[1:3, ::2] = 2.5
+    expect[3] = 5.0
+    assert torch.equal(f.cpu(), expect)
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        f.fill_(torch.ones(2, device="mpsrt"))
+
+
 def test_ops_match_cpu() -> None:
     a = torch.randn(33, 17)
     b = torch.randn(17, 9)

@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 import pytest
+from conftest import is_unified
 from kernel_check import assert_close, torch
 
 # Ops that may still run through the fallback in these models (none: the issue's goal).
@@ -175,6 +176,64 @@ def test_rnn_cells_forward_backward_match_cpu(rnn_kernels: bool, kind: str, bias
     module = getattr(torch.nn, kind)(5, 7, bias=bias)
     state = [torch.randn(3, 7)] + ([torch.randn(3, 7)] if kind == "LSTMCell" else [])
     _rnn_matches_cpu(module, torch.randn(3, 5), state if bias else None, rnn_kernels)
+
+
+_WHOLE_NETS = {"LSTM": "lstm", "GRU": "gru", "RNN-tanh": "rnn_tanh", "RNN-relu": "rnn_relu"}
+
+
+def _rnn_outputs(out: Any) -> list[torch.Tensor]:
+    """An RNN's output (a tensor or a PackedSequence's data) and its last state(s)."""
+    y, state = out
+    return _flat(y.data) + _flat(state)
+
+
+def _rnn_module(kind: str, **options: Any) -> torch.nn.Module:
+    cls = kind.split("-")[0]
+    if cls == "RNN":
+        options["nonlinearity"] = kind.split("-")[1]
+    return getattr(torch.nn, cls)(5, 7, **options)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("kind", list(_WHOLE_NETS))
+def test_rnn_inference_runs_whole_net(device_kernels: bool, kind: str, packed: bool) -> None:
+    # With no gradient to take, where the device runs no kernels of its own and its memory is
+    # host-visible, torch's whole recurrent op (aten::lstm, gru, rnn_tanh, rnn_relu) runs as
+    # the CPU's through the fallback: one op instead of about ten a step. Elsewhere the
+    # composition of cells. Equal to CPU either way, in no_grad and in inference mode.
+    torch.manual_seed(5)
+    module = _rnn_module(kind, num_layers=2, bidirectional=True, batch_first=True).eval()
+    h0 = torch.randn(4, 3, 7)
+    state: Any = (h0, torch.randn_like(h0)) if kind == "LSTM" else h0
+    x = torch.randn(3, 4, 5)
+    pack = torch.nn.utils.rnn.pack_padded_sequence
+    with torch.no_grad():
+        expected = _rnn_outputs(
+            module(pack(x, [4, 3, 2], batch_first=True) if packed else x, state)
+        )
+    dev = copy.deepcopy(module).to("mpsrt")
+    xd, sd = x.to("mpsrt"), tuple(t.to("mpsrt") for t in _flat(state))
+    arg = pack(xd, [4, 3, 2], batch_first=True) if packed else xd
+    op = f"aten::{_WHOLE_NETS[kind]}.{'data' if packed else 'input'}"
+    whole = not device_kernels and is_unified()
+    for mode in (torch.no_grad, torch.inference_mode):
+        torch.mpsrt.reset_fallback_counts()
+        with mode():
+            got = _rnn_outputs(dev(arg, sd if kind == "LSTM" else sd[0]))
+        assert torch.mpsrt.fallback_counts().get(op, 0) == (1 if whole else 0), mode
+        assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_rnn_whole_net_not_with_gradient_or_dropout(device_kernels: bool) -> None:
+    # A gradient to take (autograd differentiates the composition) or dropout drawing random
+    # numbers in training (from the device's generator, not the CPU's): the composition runs.
+    module = torch.nn.LSTM(5, 7, num_layers=2, dropout=0.5).to("mpsrt")
+    x = torch.randn(4, 3, 5, device="mpsrt")
+    module(x)[0].sum().backward()
+    with torch.no_grad():
+        module(x)
+    assert "aten::lstm.input" not in torch.mpsrt.fallback_counts()
+    assert module.weight_hh_l0.grad is not None
 
 
 def test_fused_cells_refuse_bad_sizes(device_kernels: bool) -> None:
