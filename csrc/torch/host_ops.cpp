@@ -24,7 +24,11 @@
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
+#include <ATen/ops/roll_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_ops.h>
 
@@ -181,6 +185,9 @@ constexpr TypedOp kTypedOps[] = {
     {"relu", &typed<at::_ops::relu>},
     {"relu_", &typed<at::_ops::relu_>},
     {"tanh", &typed<at::_ops::tanh>},
+    {"sigmoid", &typed<at::_ops::sigmoid>},
+    {"silu", &typed<at::_ops::silu>},
+    {"pow.Tensor_Scalar", &typed<at::_ops::pow_Tensor_Scalar>},
     {"gelu", &typed<at::_ops::gelu>},
     {"_softmax", &typed<at::_ops::_softmax>},
     {"native_layer_norm", &typed<at::_ops::native_layer_norm>},
@@ -195,12 +202,14 @@ std::optional<torch::CppFunction> typed_kernel(const char* name) {
   return std::nullopt;
 }
 
-// Hot ops that have no device kernel: typed here, their boxed path the fallback.
+// Hot ops that have no device kernel and no composite kernel (which the device would run instead
+// of the fallback): typed here, their boxed path the fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardswish", typed<at::_ops::hardswish>());
   m.impl("hardswish_", typed<at::_ops::hardswish_>());
   m.impl("hardsigmoid", typed<at::_ops::hardsigmoid>());
   m.impl("native_batch_norm", typed<at::_ops::native_batch_norm>());
+  m.impl("roll", typed<at::_ops::roll>());
 }
 
 }  // namespace mpsrt::torch_glue::host_ops
