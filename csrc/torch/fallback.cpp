@@ -507,6 +507,22 @@ at::Tensor adopted_tensor(const at::Tensor& r, const c10::Storage& st) {
   return out;
 }
 
+// r's memory as a device storage on device d, when it is mpsrt memory captured for a new output
+// and nothing but its `holders` tensors (the ones handed over) holds its CPU storage; nullopt
+// otherwise.
+std::optional<c10::Storage> adopt_storage(const at::Tensor& r, c10::DeviceIndex d, size_t holders) {
+  auto* simpl = r.storage().unsafeGetStorageImpl();
+  const auto& dp = r.storage().data_ptr();
+  if (dp.get_deleter() != &free_captured || r.storage().data() == nullptr) return std::nullopt;
+  if (static_cast<size_t>(r.storage().use_count()) != holders) return std::nullopt;
+  c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+  void* host = taken.release_context();  // its buffer is now the device storage's
+  MpsrtBuffer* b = take_captured(host);
+  return c10::Storage(c10::Storage::use_byte_size_t(), simpl->nbytes(),
+                      c10::DataPtr(host, b, &free_buffer, c10::Device(kDev, d)),
+                      &device_allocator(), /*resizable=*/true);
+}
+
 // The op's returns on the stack made mpsrt tensors on device d: an alias of an argument becomes
 // that argument or a view of its device storage (argument_return); a new output in mpsrt
 // memory becomes an mpsrt tensor over that memory (its storage handed over, shared by every
@@ -556,17 +572,8 @@ class Returns {
     auto* simpl = r.storage().unsafeGetStorageImpl();
     for (const auto& [k, v] : adopted_)
       if (k == simpl) return v;
-    const auto& dp = r.storage().data_ptr();
-    if (dp.get_deleter() != &free_captured || r.storage().data() == nullptr) return std::nullopt;
-    // Hand the memory over only when nothing but this op's returns holds the CPU storage.
-    if (static_cast<size_t>(r.storage().use_count()) != holders(simpl)) return std::nullopt;
-    c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
-    void* host = taken.release_context();  // its buffer is now the device storage's
-    MpsrtBuffer* b = take_captured(host);
-    c10::Storage st(c10::Storage::use_byte_size_t(), simpl->nbytes(),
-                    c10::DataPtr(host, b, &free_buffer, c10::Device(kDev, d_)), &device_allocator(),
-                    /*resizable=*/true);
-    adopted_.emplace_back(simpl, st);
+    auto st = adopt_storage(r, d_, holders(simpl));
+    if (st) adopted_.emplace_back(simpl, *st);
     return st;
   }
 
@@ -616,6 +623,29 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "warnings.filterwarnings(\"ignore\", message=r\"\\[torch\\] .* has no kernel on "
                "the mpsrt device\")");
   }
+}
+
+HostRun::HostRun(c10::DeviceIndex d) : d_(d), previous_capture_(t_capture_device) {
+  check(api().stream_synchronize(current_stream(d)));
+  t0_ = api().host_op_begin();
+  g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
+  t_capture_device = d;
+}
+
+HostRun::~HostRun() {
+  t_capture_device = previous_capture_;
+}
+
+void HostRun::done(const c10::OperatorHandle& op) {
+  t_capture_device = previous_capture_;
+  if (t0_ != 0) api().host_op_end(op.schema().name().c_str(), current_stream(d_), t0_);
+  count_op(op.schema(), /*staged=*/false);
+}
+
+at::Tensor host_output(const at::Tensor& r, c10::DeviceIndex d) {
+  if (!r.defined() || !r.device().is_cpu()) return r;
+  if (auto st = adopt_storage(r, d, 1)) return adopted_tensor(r, *st);
+  return copied_to_device(r, d);
 }
 
 void install_capture_allocator() {

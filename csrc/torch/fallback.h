@@ -19,6 +19,29 @@ namespace mpsrt::torch_glue {
 // (kernels.h) call it for the launches they decline.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The fallback's run of a CPU kernel in pieces, for the typed host kernels (host_ops.cpp),
+// which give the kernel aliases of host-visible arguments themselves: while a HostRun lives,
+// the current stream of device d has finished its queued work, the CPU kernel's new allocations
+// on this thread are mpsrt memory, and (in a profiler session) an interval is open; done()
+// closes it and counts the op as the fallback counts its runs.
+class HostRun {
+ public:
+  explicit HostRun(c10::DeviceIndex d);
+  ~HostRun();
+  HostRun(const HostRun&) = delete;
+  HostRun& operator=(const HostRun&) = delete;
+  void done(const c10::OperatorHandle& op);
+
+ private:
+  c10::DeviceIndex d_;
+  int previous_capture_;
+  int64_t t0_;
+};
+
+// A new output of a CPU kernel run under a HostRun as an mpsrt tensor on device d: its memory
+// adopted where it is mpsrt memory that only r holds, else copied into a new mpsrt tensor.
+at::Tensor host_output(const at::Tensor& r, c10::DeviceIndex d);
+
 // Installs the CPU allocator through which the CPU kernels the fallback runs allocate their new
 // outputs in mpsrt memory (once, at `_init`).
 void install_capture_allocator();

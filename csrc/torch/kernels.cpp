@@ -10,6 +10,7 @@
 
 #include "fallback.h"
 #include "host_access.h"
+#include "host_ops.h"
 
 namespace mpsrt::torch_glue::kernels {
 namespace {
@@ -216,7 +217,9 @@ Kernel kernel_for(const c10::OperatorHandle& op) {
   return it != registry().end() ? it->second : nullptr;
 }
 
-void boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+void run_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex d = device_of(op, *stack);
   if (d >= 0 && enabled(d)) {
     const Kernel k = kernel_for(op);
@@ -228,7 +231,9 @@ void boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   cpu_fallback(op, stack);
 }
 
-}  // namespace
+bool has_kernel(const c10::OperatorHandle& op) {
+  return kernel_for(op) != nullptr;
+}
 
 std::vector<std::string> kernel_ops() {
   std::vector<std::string> out;
@@ -245,7 +250,11 @@ void impl(torch::Library& m, const char* name, Kernel k) {
   const size_t dot = full.find('.');
   registry()[c10::OperatorName(dot == std::string::npos ? full : full.substr(0, dot),
                                dot == std::string::npos ? "" : full.substr(dot + 1))] = k;
-  m.impl(name, torch::CppFunction::makeFromBoxedFunction<&boxed>());
+  if (auto typed = host_ops::typed_kernel(name)) {
+    m.impl(name, std::move(*typed));
+  } else {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_boxed>());
+  }
 }
 
 }  // namespace mpsrt::torch_glue::kernels

@@ -72,12 +72,18 @@ class Launch {
   c10::DeviceIndex device_;
 };
 
-// Registers `name` for PrivateUse1 as a boxed kernel that runs K where enabled() holds for the
+// Registers `name` for PrivateUse1 as a boxed kernel (or, for the ops host_ops.h types, as its
+// typed host kernel, whose boxed path this is) that runs K where enabled() holds for the
 // device of the op's first mpsrt tensor and K does not decline (returns false or throws
 // Declined), and the fallback otherwise. K leaves the stack untouched when it declines; when it
 // runs, it replaces the arguments with the returns (finish()).
 using Kernel = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 void impl(torch::Library& m, const char* name, Kernel k);
+// The boxed path of an op registered with impl() (the typed host kernels' path for what they do
+// not run themselves, host_ops.h): its kernel K where it runs, else the fallback.
+void run_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Whether impl() registered a kernel K for the op.
+bool has_kernel(const c10::OperatorHandle& op);
 // The ops registered with impl(), by name ("aten::add.Tensor"), sorted.
 std::vector<std::string> kernel_ops();
 
