@@ -239,8 +239,8 @@ def _zoo_rows(torch: Any, quick: bool) -> list[Row]:
     return [_zoo_row(torch, quick, name) for name in ZOO]
 
 
-# The families with a row (bench/zoo_models.py has Swin too: the tests' only).
-ZOO = ("resnet18", "mobilenet_v3_small", "vit", "gpt2", "bert", "lstm_lm", "unet")
+# Every family of the zoo has a row.
+ZOO = ("resnet18", "mobilenet_v3_small", "vit", "swin", "gpt2", "bert", "lstm_lm", "unet")
 
 _CPU_ROWS = (_seed_row, _seed_eval_row, _mlp_row, _add_row, _rand_row, _empty_row, _zoo_rows)
 

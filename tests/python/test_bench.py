@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TORCH_ROWS = ("seed: ", "seed: ", "train step: ", "t.add_(1)", "torch.rand(", "torch.empty(")
 # The model zoo's rows, one per family (bench_torch.ZOO); without torchvision or transformers (the
 # `zoo` extra) those families' rows have no figure and say why.
-ZOO_ROWS = ("resnet18", "mobilenet_v3_small", "vit", "gpt2", "bert", "lstm_lm", "unet")
+ZOO_ROWS = ("resnet18", "mobilenet_v3_small", "vit", "swin", "gpt2", "bert", "lstm_lm", "unet")
 
 
 @pytest.fixture
