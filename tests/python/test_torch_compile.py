@@ -111,3 +111,16 @@ def test_cpp_wrapper_mode_is_refused_clearly(unified_memory: None) -> None:
     with torch._inductor.config.patch(cpp_wrapper=True), torch.no_grad():
         with pytest.raises(Exception, match="cpp_wrapper is not supported on the mpsrt device"):
             compiled(torch.ones(8, device="mpsrt"))
+
+
+def test_cpu_graphs_compile_as_before_beside_the_device(backend: str) -> None:
+    # The device registers itself with inductor on any torch.compile (torch asks every
+    # out-of-tree device), and answers some of inductor's questions for its own tensors only:
+    # CPU graphs, the same process, compile and compute as without it.
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(t.sin() * 2, -1).sum(0)
+
+    x = torch.randn(8, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(f)(x), f(x), atol=1e-6, rtol=1e-6)
+    assert torch._inductor.codegen.common.get_scheduling_for_device("mpsrt") is not None
