@@ -124,3 +124,27 @@ def test_cpu_graphs_compile_as_before_beside_the_device(backend: str) -> None:
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(f)(x), f(x), atol=1e-6, rtol=1e-6)
     assert torch._inductor.codegen.common.get_scheduling_for_device("mpsrt") is not None
+
+
+def test_every_generated_kernel_call_waits_for_the_device(unified_memory: None) -> None:
+    # Subgraphs too (torch.cond's branches have their own wrappers): each call of a generated
+    # C++ kernel follows a wait for the device's queued work.
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.sin() * 2, lambda t: t.cos() + 1, (x,))
+
+    for sign in (1.0, -1.0):
+        x = torch.rand(64) * sign
+        with torch.no_grad():
+            got, code = run_and_get_code(torch.compile(f), x.to("mpsrt"))
+        torch.testing.assert_close(got.cpu(), f(x), atol=1e-6, rtol=1e-6)
+    lines = [line.strip() for line in "\n".join(code).splitlines() if line.strip()]
+    calls = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("cpp_fused") and "async_compile" not in line
+    ]
+    assert len(calls) >= 3  # the predicate's reduction and both branches
+    for i in calls:
+        assert lines[i - 1].startswith("mpsrt_wait_for"), lines[i - 1]

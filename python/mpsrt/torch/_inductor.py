@@ -57,31 +57,12 @@ def _require_host_memory(device: torch.device | int) -> None:
         )
 
 
-class WrapperCodegen(PythonWrapperCodegen):
-    """Inductor's Python wrapper, waiting for the device before each generated C++ kernel."""
+class _DeviceWaits:
+    """Before the generated C++ kernels: a wait for the device's queued work (the first one of a
+    wrapper also checks, when the code runs, that the memory is host-visible: inductor's caches
+    can hand code compiled for host-visible memory to a runtime with discrete memory)."""
 
-    @staticmethod
-    def create(
-        is_subgraph: bool,
-        subgraph_name: str | None,
-        parent_wrapper: PythonWrapperCodegen | None,
-        partition_signatures: Any = None,
-    ) -> PythonWrapperCodegen:
-        if is_subgraph:
-            assert subgraph_name is not None and parent_wrapper is not None
-            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return WrapperCodegen()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._memory_checked = False
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.header.splice(
-            "from mpsrt import synchronize as mpsrt_wait_for_device\n"
-            "from mpsrt.torch._inductor import wait_for_host_kernels as mpsrt_wait_for_host_kernels"
-        )
+    _memory_checked = False
 
     def _generate_kernel_call_helper(
         self,
@@ -94,19 +75,45 @@ class WrapperCodegen(PythonWrapperCodegen):
     ) -> None:
         device = device or V.graph.get_current_device_or_throw()
         if triton or device.type != _DEVICE:
-            super()._generate_kernel_call_helper(
+            super()._generate_kernel_call_helper(  # type: ignore[misc]
                 kernel_name, call_args, device=device, triton=triton, **kw
             )
             return
         _require_host_memory(device)
-        # The first kernel checks the memory model again when the code runs: inductor's caches
-        # can hand code compiled for host-visible memory to a runtime with discrete memory.
         if self._memory_checked:
-            self.writeline("mpsrt_wait_for_device()")
+            self.writeline("mpsrt_wait_for_device()")  # type: ignore[attr-defined]
         else:
-            self.writeline(f"mpsrt_wait_for_host_kernels({device.index or 0})")
+            self.writeline(f"mpsrt_wait_for_host_kernels({device.index or 0})")  # type: ignore[attr-defined]
             self._memory_checked = True
-        self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+        self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # type: ignore[attr-defined]
+
+
+class SubgraphWrapperCodegen(_DeviceWaits, SubgraphPythonWrapperCodegen):
+    """A subgraph's wrapper (torch.cond, while_loop bodies): in its parent's module, whose
+    header imports the waits."""
+
+
+class WrapperCodegen(_DeviceWaits, PythonWrapperCodegen):
+    """Inductor's Python wrapper, waiting for the device before the generated C++ kernels."""
+
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return SubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return WrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice(
+            "from mpsrt import synchronize as mpsrt_wait_for_device\n"
+            "from mpsrt.torch._inductor import wait_for_host_kernels as mpsrt_wait_for_host_kernels"
+        )
 
 
 def wait_for_host_kernels(index: int) -> None:
