@@ -52,7 +52,7 @@ def _require_host_memory(device: torch.device | int) -> None:
     if not mpsrt.get_device_properties(index).unified_memory:
         raise RuntimeError(
             f"[torch] torch.compile's inductor backend generates CPU code, which needs device "
-            f"memory the host can address; {device} has discrete memory: use "
+            f"memory the host can address; mpsrt:{index} has discrete memory: use "
             f'torch.compile(model, backend="aot_eager") there'
         )
 
