@@ -9,20 +9,8 @@
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
 
-// mpsrt/dtype.h's DType values.
-#define DT_U8 0u
-#define DT_I32 1u
-#define DT_I64 2u
-#define DT_U32 3u
-#define DT_F16 4u
-#define DT_BF16 5u
-#define DT_F32 6u
-#define DT_F64 7u
-#define DT_BOOL 8u
-#define DT_I8 9u
-#define DT_I16 10u
-#define DT_U16 11u
-#define DT_U64 12u
+// The dtype ids (DT_*: mpsrt/dtype_ids.h's values as GLSL literals).
+#include "interface.h"
 
 uint dtype_size(uint dt) {
   if (dt == DT_U8 || dt == DT_BOOL || dt == DT_I8) return 1u;

@@ -1,5 +1,5 @@
-"""The PyTorch device's element-wise ops on mpsrt's kernels (csrc/torch/elementwise_ops.cpp,
-csrc/kernels/elementwise.comp), against torch's CPU results: broadcasting, strides, scalars,
+"""The PyTorch device's element-wise ops on mpsrt's kernels (csrc/torch/ops/elementwise.cpp,
+csrc/kernels/elementwise/), against torch's CPU results: broadcasting, strides, scalars,
 type promotion, in-place and out= forms."""
 
 from __future__ import annotations

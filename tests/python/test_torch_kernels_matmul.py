@@ -1,5 +1,5 @@
-"""The PyTorch device's matrix products on mpsrt's gemm kernel (csrc/torch/matmul_ops.cpp,
-csrc/kernels/gemm.comp), against torch's CPU results: mm, bmm, addmm and baddbmm with odd and
+"""The PyTorch device's matrix products on mpsrt's gemm kernel (csrc/torch/ops/gemm.cpp,
+csrc/kernels/gemm/), against torch's CPU results: mm, bmm, addmm and baddbmm with odd and
 tile-crossing shapes, transposed, sliced and expanded (stride 0) operands, broadcast biases,
 alpha and beta, out= and in-place forms, K = 0, and nn.Linear forward and backward (the
 composite ops reach the kernel through views: no copies)."""

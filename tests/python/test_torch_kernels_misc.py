@@ -1,6 +1,6 @@
 """The PyTorch device's indexing, loss and optimizer ops on mpsrt's kernels
-(csrc/torch/index_ops.cpp, loss_ops.cpp, optim_ops.cpp; csrc/kernels/index.comp, loss.comp,
-optim.comp) against torch's CPU results: index_select / embedding (forward and backward, with
+(csrc/torch/ops/index.cpp, loss.cpp, optim.cpp; csrc/kernels/index/, loss/,
+optim/) against torch's CPU results: index_select / embedding (forward and backward, with
 repeated indices and padding_idx), gather, scatter_add, cross_entropy through nll_loss
 (weights, ignore_index, reductions), mse_loss, the foreach and fused optimizer ops, SGD with
 momentum and AdamW steps on a small model, and dropout's reproducibility under a seed."""

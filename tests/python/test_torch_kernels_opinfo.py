@@ -32,7 +32,7 @@ FLOAT = (torch.float32,)
 HALF = (torch.float32, torch.float16, torch.bfloat16)
 # "name.variant" for OpInfos with variants (div's rounding modes).
 OPS: dict[str, tuple[torch.dtype, ...]] = {
-    # element-wise (elementwise.comp)
+    # element-wise (csrc/kernels/elementwise/)
     "add": (*HALF, torch.int64),
     "sub": (*HALF, torch.int64),
     "mul": (*HALF, torch.int64, torch.bool),
@@ -76,7 +76,7 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "isposinf": FLOAT,
     "all": (torch.float32, torch.bool),
     "any": (torch.float32, torch.bool),
-    # reductions, softmax, layer norm (reduce.comp, softmax.comp, layer_norm*.comp)
+    # reductions, softmax, layer norm (csrc/kernels/reduce/, norm/)
     "sum": HALF,
     "mean": HALF,
     "amax": FLOAT,
@@ -88,14 +88,14 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "softmax": HALF,
     "log_softmax": HALF,
     "nn.functional.layer_norm": HALF,
-    # matrix products (gemm.comp)
+    # matrix products (csrc/kernels/gemm/)
     "mm": HALF,
     "bmm": FLOAT,
     "addmm": FLOAT,
     "baddbmm": FLOAT,
     "matmul": FLOAT,
     "nn.functional.linear": FLOAT,
-    # indexing, losses (index.comp, loss.comp)
+    # indexing, losses (csrc/kernels/index/, loss/)
     "index_select": (torch.float32, torch.int64),
     "gather": FLOAT,
     "scatter_add": FLOAT,

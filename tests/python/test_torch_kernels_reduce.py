@@ -1,6 +1,6 @@
 """The PyTorch device's reductions, softmax and layer norm on mpsrt's kernels
-(csrc/torch/reduction_ops.cpp, csrc/torch/norm_ops.cpp; csrc/kernels/reduce.comp,
-softmax.comp, layer_norm.comp, layer_norm_cols.comp), forward and backward, against torch's CPU
+(csrc/torch/ops/reduce.cpp, csrc/torch/ops/norm.cpp; csrc/kernels/reduce/,
+csrc/kernels/norm/), forward and backward, against torch's CPU
 results: reduced dims anywhere (middle, several, all), keepdim both ways, strided inputs, rows
 longer than a workgroup and than llvmpipe's loop limit, size-1 dims."""
 
@@ -303,7 +303,7 @@ def test_declined_dtypes_fall_back() -> None:
 
 
 def test_too_many_dims_fall_back() -> None:
-    # Five reduced dims that do not coalesce (more than reduce.comp's four): the fallback runs.
+    # Five reduced dims that do not coalesce (more than the reduce kernel's four): the fallback runs.
     x = torch.randn(2, 3, 2, 3, 2, 3, 2, 3, 2)
     name = "aten::sum.dim_IntList"
     check(lambda t: t.sum((0, 2, 4, 6, 8)), x, kernels=dk(), fallbacks=(name,), atol=1e-5)

@@ -8,12 +8,28 @@
 #include <cstdint>
 #include <string_view>
 
+#include "mpsrt/dtype_ids.h"
+
 namespace mpsrt {
 
-/// Element types. The values are stable (the C API's MPSRT_DTYPE_* constants are the same
-/// numbers): a new dtype is appended.
-enum class DType : uint8_t { U8, I32, I64, U32, F16, BF16, F32, F64, Bool, I8, I16, U16, U64 };
-constexpr int kDTypeCount = 13;
+/// Element types. The values are stable, and come from mpsrt/dtype_ids.h, as the C API's
+/// MPSRT_DTYPE_* constants and the GLSL kernels' DT_* do: a new dtype is appended there.
+enum class DType : uint8_t {
+  U8 = MPSRT_DTYPE_ID_UINT8,
+  I32 = MPSRT_DTYPE_ID_INT32,
+  I64 = MPSRT_DTYPE_ID_INT64,
+  U32 = MPSRT_DTYPE_ID_UINT32,
+  F16 = MPSRT_DTYPE_ID_FLOAT16,
+  BF16 = MPSRT_DTYPE_ID_BFLOAT16,
+  F32 = MPSRT_DTYPE_ID_FLOAT32,
+  F64 = MPSRT_DTYPE_ID_FLOAT64,
+  Bool = MPSRT_DTYPE_ID_BOOL,
+  I8 = MPSRT_DTYPE_ID_INT8,
+  I16 = MPSRT_DTYPE_ID_INT16,
+  U16 = MPSRT_DTYPE_ID_UINT16,
+  U64 = MPSRT_DTYPE_ID_UINT64,
+};
+constexpr int kDTypeCount = MPSRT_DTYPE_ID_COUNT;
 
 /// DLPack's type codes (dlpack.h DLDataTypeCode) of the kinds mpsrt has.
 enum class DLPackCode : uint8_t { Int = 0, UInt = 1, Float = 2, BFloat = 4, Bool = 6 };

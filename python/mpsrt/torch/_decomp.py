@@ -6,7 +6,7 @@ runs an op's CPU kernel, so it cannot run these; where torch has a decomposition
 (``torch._decomp.decomposition_table``: the same op written with other aten ops), it is
 registered here as the op's mpsrt kernel, so the op runs as its decomposition's ops on the
 device (on the device's kernels or through the fallback, each). Ops that already have an mpsrt
-kernel (the fused RNN cells of csrc/torch/rnn_ops.cpp, ...) keep it. What is registered is in
+kernel (the fused RNN cells of csrc/torch/ops/rnn.cpp, ...) keep it. What is registered is in
 ``REGISTERED`` (names such as ``"aten::_fused_rms_norm_backward"``).
 """
 

@@ -41,6 +41,9 @@ _HERE = Path(__file__).resolve().parent
 _CSRC = _HERE / "csrc"
 _ENTRY = _CSRC / "module.cpp"
 _INCLUDE = _HERE.parent / "include"
+# The kernel families' interface headers (csrc/kernels/<family>/<family>.h and interface.h),
+# which the glue's ops include as the kernels do.
+_KERNELS = _HERE / "kernels"
 # Prebuilt glues shipped in the package (python/mpsrt/torch/_prebuilt/ in the source tree), one
 # per torch minor version; MPSRT_TORCH_GLUE_DIR names another folder to look in instead.
 PREBUILT_DIR = _HERE / "_prebuilt"
@@ -56,8 +59,8 @@ _TORCH_BATON = "lock"
 
 
 def _sources() -> list[Path]:
-    """The glue's source files (csrc/torch/*.cpp), compiled as one translation unit."""
-    return sorted(_CSRC.glob("*.cpp"))
+    """The glue's source files (every .cpp under csrc/torch), compiled as one translation unit."""
+    return sorted(_CSRC.rglob("*.cpp"))
 
 
 def _unity_source(directory: Path) -> Path:
@@ -79,9 +82,12 @@ def _source_digest() -> str:
     """A digest of every file the build reads from this package: the glue's sources and headers
     (names and contents) and the C API header."""
     digest = hashlib.sha256()
-    for path in sorted([*_CSRC.glob("*.cpp"), *_CSRC.glob("*.h")]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted([*_CSRC.rglob("*.cpp"), *_CSRC.rglob("*.h")]):
+        digest.update(path.relative_to(_CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(_KERNELS.rglob("*.h")):
+        digest.update(path.relative_to(_KERNELS).as_posix().encode() + b"\0" + path.read_bytes())
     digest.update((_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
+    digest.update((_INCLUDE / "mpsrt" / "dtype_ids.h").read_bytes())
     return digest.hexdigest()
 
 
@@ -158,7 +164,7 @@ def _build(directory: Path, verbose: bool, wait_seconds: float) -> None:
         cpp_extension.load(
             name=directory.name,
             sources=[str(_unity_source(directory))],
-            extra_include_paths=[str(_INCLUDE)],
+            extra_include_paths=[str(_INCLUDE), str(_CSRC), str(_KERNELS)],
             extra_cflags=["-O2", "-fvisibility=hidden"],
             build_directory=str(directory),
             is_python_module=False,

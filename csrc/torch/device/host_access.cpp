@@ -1,0 +1,129 @@
+// The host's access to mpsrt tensors in both memory models: see host_access.h.
+#include "device/host_access.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+
+#include "device/allocator.h"
+
+namespace mpsrt::torch_glue {
+
+bool host_visible(const c10::Storage& st) {
+  const auto& dp = st.data_ptr();
+  if (dp.get_deleter() != &free_buffer || dp.get_context() == nullptr) return true;
+  return api().buffer_host_ptr(static_cast<const MpsrtBuffer*>(dp.get_context())) != nullptr;
+}
+
+MpsrtBuffer* buffer_of(const at::Tensor& t, size_t* offset) {
+  const auto& dp = t.storage().data_ptr();
+  if (dp.get_deleter() != &free_buffer) return nullptr;
+  *offset = static_cast<size_t>(static_cast<const char*>(t.const_data_ptr()) -
+                                static_cast<const char*>(dp.get()));
+  return static_cast<MpsrtBuffer*>(dp.get_context());
+}
+
+at::Tensor cpu_alias(const at::Tensor& t) {
+  const auto& st = t.storage();
+  // A tensor made before this process was forked: mpsrt's error (the memory is the parent's).
+  if (st.data_ptr().get_deleter() == &free_buffer)
+    check(api().buffer_check_owner(static_cast<const MpsrtBuffer*>(st.data_ptr().get_context())));
+  void* base = const_cast<void*>(st.data());
+  TORCH_CHECK((base != nullptr && host_visible(st)) || st.nbytes() == 0,
+              "[torch] this mpsrt tensor's memory is not host-visible (discrete memory); copy it "
+              "to the CPU (t.cpu())");
+  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), st.nbytes(),
+                           c10::DataPtr(base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
+                           /*resizable=*/true);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
+at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,
+                   c10::DispatchKeySet keys) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(storage),
+                                                      keys, geometry.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(geometry.sizes(), geometry.strides(),
+                                                   geometry.storage_offset());
+  return out;
+}
+
+HostSpan read_span(const at::Tensor& t) {
+  HostSpan h;
+  h.nbytes = t.numel() == 0 ? 0
+                            : at::detail::computeStorageNbytes(t.sizes(), t.strides(),
+                                                               t.dtype().itemsize(), 0);
+  h.bytes = at::empty({static_cast<int64_t>(std::max<size_t>(h.nbytes, 1))},
+                      c10::TensorOptions().dtype(at::kByte));
+  if (h.nbytes > 0) {
+    h.buffer = buffer_of(t, &h.offset);
+    TORCH_CHECK(h.buffer != nullptr, "[torch] this mpsrt tensor's storage is not mpsrt memory");
+    check(api().buffer_copy_to_host(h.buffer, h.offset, h.bytes.mutable_data_ptr(), h.nbytes));
+  }
+  h.view = at::empty({0}, c10::TensorOptions().dtype(t.dtype()));
+  h.view.set_(h.bytes.storage(), 0, t.sizes(), t.strides());
+  return h;
+}
+
+HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi) {
+  HostSpan h;
+  h.nbytes = hi - lo;
+  // Not resizable: the views of several arguments share it (a kernel cannot move it under them).
+  const size_t n = std::max<size_t>(h.nbytes, 1);
+  c10::Allocator* cpu = c10::GetCPUAllocator();
+  c10::Storage bytes(c10::Storage::use_byte_size_t(), n, cpu->allocate(n), cpu,
+                     /*resizable=*/false);
+  h.bytes = at::empty({0}, c10::TensorOptions().dtype(at::kByte));
+  h.bytes.set_(bytes, 0, {static_cast<int64_t>(n)}, {1});
+  const auto& dp = st.data_ptr();
+  TORCH_CHECK(dp.get_deleter() == &free_buffer, "[torch] this storage is not mpsrt memory");
+  h.buffer = static_cast<MpsrtBuffer*>(dp.get_context());
+  h.offset = lo;
+  if (h.nbytes > 0)
+    check(api().buffer_copy_to_host(h.buffer, h.offset, h.bytes.mutable_data_ptr(), h.nbytes));
+  h.view = h.bytes;
+  return h;
+}
+
+void write_span(const HostSpan& h) {
+  if (h.nbytes > 0)
+    check(api().buffer_copy_from_host(h.buffer, h.offset, h.bytes.const_data_ptr(), h.nbytes));
+}
+
+at::Tensor host_values(const at::Tensor& t) {
+  if (host_visible(t.storage())) {
+    sync_current(t.device().index());
+    return cpu_alias(t);
+  }
+  return read_span(t).view;
+}
+
+void write_values(const at::Tensor& dst, const at::Tensor& values) {
+  if (host_visible(dst.storage())) {
+    sync_current(dst.device().index());
+    cpu_alias(dst).copy_(values);
+    return;
+  }
+  if (dst.numel() == 0) return;
+  size_t off = 0;
+  MpsrtBuffer* b = buffer_of(dst, &off);
+  if (b != nullptr && dst.is_non_overlapping_and_dense()) {
+    // The tensor's bytes in its own layout, in one staged copy.
+    at::Tensor tmp =
+        at::empty_strided(dst.sizes(), dst.strides(), c10::TensorOptions().dtype(dst.dtype()));
+    tmp.copy_(values);
+    check(api().buffer_copy_from_host(b, off, tmp.const_data_ptr(),
+                                      static_cast<size_t>(dst.numel()) * dst.dtype().itemsize()));
+    return;
+  }
+  HostSpan h = read_span(dst);
+  h.view.copy_(values);
+  write_span(h);
+}
+
+}  // namespace mpsrt::torch_glue

@@ -1,0 +1,100 @@
+// What the op families share (ops/<family>.cpp): the forms of an op (functional, in place, out=)
+// made from one core function, narrowing to the kernels' 32-bit fields, the dtype acceptors,
+// and the launch layer and registration (launch.h, register.h).
+//
+// Each family keeps its own names in its own namespace (mpsrt::torch_glue::ops::<family>), so
+// that the families compile alike one by one (the CMake target) and together (the one
+// translation unit `import mpsrt.torch` builds).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "ops/launch.h"
+#include "ops/register.h"
+
+namespace mpsrt::torch_glue::ops {
+
+// ------------------------------------------------------------------ forms
+// An op's three forms from one core: Core::run(at::Tensor& out, inputs...) -> Maybe<at::Tensor>
+// computes into `out` (undefined: a new tensor, the core's choice of geometry) and returns the
+// result. The functional form passes an undefined out; the in-place form self as out and as the
+// first input; the out= form its last argument (torch's out= forms take `out` last).
+template <class Core>
+struct Functional {
+  template <class... A>
+  static std::optional<at::Tensor> run(const A&... a) {
+    at::Tensor out;
+    return Core::run(out, a...);
+  }
+};
+
+template <class Core>
+struct Inplace {
+  template <class... A>
+  static at::Tensor* run(at::Tensor& self, const A&... a) {
+    return Core::run(self, self, a...) ? &self : nullptr;
+  }
+};
+
+template <class Core>
+struct Out {
+  template <class... A>
+  static at::Tensor* run(A&&... a) {
+    return call(std::forward_as_tuple(a...), std::make_index_sequence<sizeof...(A) - 1>{});
+  }
+
+ private:
+  template <class T, size_t... I>
+  static at::Tensor* call(T&& a, std::index_sequence<I...>) {
+    at::Tensor& out = std::get<sizeof...(I)>(a);
+    return Core::run(out, std::get<I>(a)...) ? &out : nullptr;
+  }
+};
+
+// ------------------------------------------------------------------ narrowing
+// v as a T where it fits (the kernels' sizes, strides and counts are 32-bit), else nothing:
+// an op whose geometry does not fit declines.
+template <class T, class V>
+std::optional<T> narrow(V v) {
+  static_assert(std::is_integral_v<T> && std::is_integral_v<V>, "integers only");
+  if constexpr (std::is_signed_v<V>) {
+    if (v < 0 && (std::is_unsigned_v<T> || v < static_cast<V>(std::numeric_limits<T>::min()))) {
+      return std::nullopt;
+    }
+  }
+  if (v > 0 && static_cast<std::make_unsigned_t<V>>(v) > std::numeric_limits<T>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<T>(v);
+}
+
+// Whether every value fits a T (the kernels index with 32 bits).
+template <class T, class... V>
+bool fits(V... v) {
+  return (narrow<T>(v).has_value() && ...);
+}
+
+// ------------------------------------------------------------------ dtypes
+// The float dtypes the kernels compute (in float32 math).
+inline bool is_float(at::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
+// mpsrt/dtype.h's id of t's dtype for a kernel's dtype constant; -1 where mpsrt has none.
+inline uint32_t dt(const at::Tensor& t) {
+  return static_cast<uint32_t>(dtype_id(t.scalar_type()));
+}
+
+// A Scalar argument as a wrapped-number tensor (as torch's .Scalar overloads), a tensor as is.
+at::Tensor as_tensor(const at::Tensor& t);
+at::Tensor as_tensor(const c10::Scalar& s);
+
+}  // namespace mpsrt::torch_glue::ops

@@ -1,0 +1,245 @@
+// Indexing operators on mpsrt's index kernel (csrc/kernels/index/): index_select (and so
+// embedding, which torch composes from it), gather, scatter_add and embedding's backward.
+// Every operand may be strided (up to 5 dims); the data dtypes are float32, float16, bfloat16,
+// int32 and int64 for the reads, float32 and int32 for the atomic adds; indices int64 (and
+// int32 where torch takes them). An index out of range reads 0 / adds nothing on the device
+// (torch's CPU kernels raise; a kernel cannot).
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "device/host_access.h"
+#include "index/index.h"
+#include "ops/common.h"
+
+namespace mpsrt::torch_glue::ops::index {
+namespace {
+
+using namespace mpsrt::kernels::index;  // NOLINT: the kernel's interface
+
+// v as the kernel's 32-bit size, stride or count: 0 or more, and fits an int32.
+std::optional<int32_t> count(int64_t v) {
+  if (v < 0) return std::nullopt;
+  return narrow<int32_t>(v);
+}
+
+// Whether the gather reads t's dtype.
+bool data_dtype(const at::Tensor& t) {
+  const at::ScalarType s = t.scalar_type();
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kInt ||
+         s == at::kLong;
+}
+
+// The index's dtype id (int64, or int32 where int32_ok); nothing for other dtypes.
+std::optional<uint32_t> index_dtype(const at::Tensor& t, bool int32_ok) {
+  if (t.scalar_type() == at::kLong) return MPSRT_DTYPE_INT64;
+  if (int32_ok && t.scalar_type() == at::kInt) return MPSRT_DTYPE_INT32;
+  return std::nullopt;
+}
+
+// The push constants over `shape` (torch's dim order) with x, y and index strides given per
+// torch dim (an empty index stride list: all 0) and torch dim `dim` indexed in x; nothing where
+// the shape has no dims or more than the kernel's, or a value does not fit.
+std::optional<Push> geometry(at::IntArrayRef shape, int64_t dim, at::IntArrayRef xs,
+                             at::IntArrayRef ys, at::IntArrayRef is, int64_t limit) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd > MAX_DIMS || nd == 0) return std::nullopt;
+  Push g{};
+  std::fill(std::begin(g.sizes), std::end(g.sizes), 1u);
+  int64_t n = 1;
+  for (int64_t k = 0; k < nd; ++k) {
+    const int64_t d = nd - 1 - k;  // innermost first
+    const std::optional<int32_t> size = count(shape[k]), x = count(xs[k]), y = count(ys[k]),
+                                 i = is.empty() ? std::optional<int32_t>(0) : count(is[k]);
+    if (!size || !x || !y || !i) return std::nullopt;
+    g.sizes[d] = static_cast<uint32_t>(*size);
+    g.xs[d] = *x;
+    g.ys[d] = *y;
+    g.is[d] = *i;
+    n *= shape[k];
+  }
+  const std::optional<int32_t> total = count(n), lim = count(limit);
+  if (!total || !lim) return std::nullopt;
+  g.n = static_cast<uint32_t>(*total);
+  g.dim = static_cast<uint32_t>(nd - 1 - dim);
+  g.limit = static_cast<uint32_t>(*lim);
+  return g;
+}
+
+// One launch of index.comp: binding 0 `out` (written), 1 `data`, 2 `index`; false where the
+// launch declines (nothing launched).
+[[nodiscard]] bool launch_index(uint32_t op, const Push& g, uint32_t ndim, const at::Tensor& out,
+                                const at::Tensor& data, const at::Tensor& index,
+                                uint32_t index_dt, bool skip) {
+  Launch l("index", out.device().index());
+  l.spec(SPEC_OP, op).spec(SPEC_NDIM, ndim).spec(SPEC_DT0, dt(out)).spec(SPEC_DT1, dt(data));
+  l.spec(SPEC_DTI, index_dt).spec(SPEC_SKIP, skip ? 1 : 0);
+  l.arg(out, true).arg(data, false).arg(index, false);
+  return l.push(g).grid(g.n, LOCAL).run();
+}
+
+// index_select(self, dim, index): the rows of self along dim that index names.
+std::optional<at::Tensor> index_select(const at::Tensor& self, int64_t dim_arg,
+                                       const at::Tensor& index) {
+  if (self.dim() == 0 || index.dim() > 1) return std::nullopt;
+  const int64_t dim = c10::maybe_wrap_dim(dim_arg, self.dim());
+  const std::optional<uint32_t> dt = index_dtype(index, true);
+  if (!dt || !data_dtype(self)) return std::nullopt;
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[dim] = index.numel();
+  at::Tensor out = at::empty(sizes, self.options());
+  if (out.numel() > 0) {
+    std::vector<int64_t> is(sizes.size(), 0);
+    is[dim] = index.dim() == 1 ? index.stride(0) : 0;
+    const std::optional<Push> g =
+        geometry(out.sizes(), dim, self.strides(), out.strides(), is, self.size(dim));
+    if (!g || !launch_index(OP_GATHER, *g, static_cast<uint32_t>(self.dim()), out, self, index,
+                            *dt, false)) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// gather(self, dim, index, sparse_grad): out[c] = self[c with c[dim] = index[c]] (out
+// undefined: a new tensor; out=: its shape the index's). Shapes torch refuses (index larger
+// than self off dim) decline, and the fallback raises.
+struct Gather {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim_arg,
+                                       const at::Tensor& index, bool /*sparse_grad*/) {
+    if (self.dim() == 0 || index.dim() != self.dim()) return std::nullopt;
+    const int64_t dim = c10::maybe_wrap_dim(dim_arg, self.dim());
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (d != dim && index.size(d) > self.size(d)) return std::nullopt;
+    }
+    const std::optional<uint32_t> dt = index_dtype(index, false);
+    if (!dt || !data_dtype(self)) return std::nullopt;
+    if (out.defined()) {
+      if (out.sizes() != index.sizes() || out.scalar_type() != self.scalar_type() ||
+          at::has_internal_overlap(out) == at::MemOverlap::Yes)
+        return std::nullopt;
+    } else {
+      out = at::empty(index.sizes(), self.options());
+    }
+    if (out.numel() > 0) {
+      const std::optional<Push> g = geometry(index.sizes(), dim, self.strides(), out.strides(),
+                                             index.strides(), self.size(dim));
+      if (!g || !launch_index(OP_GATHER, *g, static_cast<uint32_t>(self.dim()), out, self, index,
+                              *dt, false)) {
+        return std::nullopt;
+      }
+    }
+    return out;
+  }
+};
+
+// scatter_add's checks: ranks, index within src (and within self off dim), dtypes; the index's
+// dtype id where the kernel takes them.
+std::optional<uint32_t> scatter_add_args(const at::Tensor& self, int64_t dim,
+                                         const at::Tensor& index, const at::Tensor& src) {
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (index.size(d) > src.size(d) || (d != dim && index.size(d) > self.size(d))) {
+      return std::nullopt;
+    }
+  }
+  const std::optional<uint32_t> dt = index_dtype(index, false);
+  const at::ScalarType st = self.scalar_type();
+  if (!dt || (st != at::kFloat && st != at::kInt) || src.scalar_type() != st) return std::nullopt;
+  return dt;
+}
+
+// scatter_add: out = self + the src elements added at the positions index names along dim
+// (functional, out undefined: a copy of self; in place: out is self; out=: out after copying
+// self in).
+struct ScatterAdd {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim_arg,
+                                       const at::Tensor& index, const at::Tensor& src) {
+    if (self.dim() == 0 || index.dim() != self.dim() || src.dim() != self.dim()) {
+      return std::nullopt;
+    }
+    const int64_t dim = c10::maybe_wrap_dim(dim_arg, self.dim());
+    const std::optional<uint32_t> dt = scatter_add_args(self, dim, index, src);
+    if (!dt) return std::nullopt;
+    const at::ScalarType st = self.scalar_type();
+    if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != st ||
+                          at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
+      return std::nullopt;
+    }
+    if (!out.defined()) {
+      out = self.clone();
+    } else if (!out.is_same(self)) {
+      out.copy_(self);
+    }
+    if (index.numel() > 0) {
+      const std::optional<Push> g = geometry(index.sizes(), dim, out.strides(), src.strides(),
+                                             index.strides(), out.size(dim));
+      if (!g || !launch_index(st == at::kFloat ? OP_SCATTER_ADD_F32 : OP_SCATTER_ADD_I32, *g,
+                              static_cast<uint32_t>(self.dim()), out, src, index, *dt, false)) {
+        return std::nullopt;
+      }
+    }
+    return out;
+  }
+};
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+// scale_grad_by_freq): grad_weight[indices[i]] += grad_output[i] (rows of the last dim), the
+// padding row left 0. float32 gradients; scale_grad_by_freq declines.
+std::optional<at::Tensor> embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                             int64_t num_weights, int64_t padding_idx,
+                                             bool scale_grad_by_freq) {
+  if (scale_grad_by_freq || grad.scalar_type() != at::kFloat || grad.dim() == 0) {
+    return std::nullopt;
+  }
+  const std::optional<uint32_t> dt = index_dtype(indices, true);
+  if (!dt) return std::nullopt;
+  const int64_t n = indices.numel();
+  const int64_t width = grad.size(-1);
+  if (grad.numel() != n * width || (padding_idx >= 0 && !fits<int32_t>(padding_idx))) {
+    return std::nullopt;
+  }
+  at::Tensor gw = at::zeros({num_weights, width}, grad.options());
+  if (n > 0 && width > 0 && num_weights > 0) {
+    const at::Tensor g2 = grad.reshape({n, width});
+    const at::Tensor i1 = indices.reshape({n});
+    const int64_t is[2] = {i1.stride(0), 0};
+    std::optional<Push> g = geometry(g2.sizes(), 0, gw.strides(), g2.strides(), is, num_weights);
+    if (!g) return std::nullopt;
+    g->skip = static_cast<int32_t>(padding_idx);  // read only where padding_idx >= 0
+    if (!launch_index(OP_SCATTER_ADD_F32, *g, 2, gw, g2, i1, *dt, padding_idx >= 0)) {
+      return std::nullopt;
+    }
+  }
+  return gw;
+}
+
+namespace A = at::_ops;
+
+void register_index(torch::Library& m) {
+  reg<A::index_select, &index_select>(m);
+  reg<A::gather, Functional<Gather>>(m);
+  reg<A::gather_out, Out<Gather>>(m);
+  reg<A::scatter_add, Functional<ScatterAdd>>(m);
+  reg<A::scatter_add_, Inplace<ScatterAdd>>(m);
+  reg<A::scatter_add_out, Out<ScatterAdd>>(m);
+  reg<A::embedding_dense_backward, &embedding_backward>(m);
+}
+
+}  // namespace
+}  // namespace mpsrt::torch_glue::ops::index
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  mpsrt::torch_glue::ops::index::register_index(m);
+}

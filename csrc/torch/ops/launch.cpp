@@ -1,0 +1,215 @@
+// The launch layer of the glue (launch.h): the mode, tensors as kernel arguments, launches
+// through the C API; and the table of ops with device kernels (register.h).
+#include "ops/launch.h"
+
+#include <ATen/ScalarOps.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "device/host_access.h"
+#include "ops/common.h"
+
+namespace mpsrt::torch_glue::ops {
+namespace {
+
+constexpr int kModeUnset = -1;
+std::atomic<int> g_mode{kModeUnset};  // an MpsrtTorchKernels, or unset (the option's value)
+
+constexpr size_t kMaxDevices = 64;
+// What the runtime says of a device, asked once (forget() asks again: the tests re-create the
+// runtime on another backend in one process).
+struct DeviceFacts {
+  std::atomic<bool> known{false};
+  int cpu_type = 0;
+  uint64_t arg_bytes = 0;
+  int setting = MPSRT_TORCH_KERNELS_AUTO;
+};
+std::array<DeviceFacts, kMaxDevices> g_facts;
+std::mutex g_facts_mu;
+
+DeviceFacts& facts(c10::DeviceIndex d) {
+  DeviceFacts& f = g_facts.at(static_cast<size_t>(d));
+  if (C10_LIKELY(f.known.load(std::memory_order_acquire))) return f;
+  std::lock_guard<std::mutex> lock(g_facts_mu);
+  if (!f.known.load(std::memory_order_relaxed)) {
+    check(api().device_kernel_info(d, &f.cpu_type, &f.arg_bytes, &f.setting));
+    f.known.store(true, std::memory_order_release);
+  }
+  return f;
+}
+
+int mode_value() {
+  const int m = g_mode.load(std::memory_order_relaxed);
+  return m != kModeUnset ? m : facts(0).setting;
+}
+
+const char* mode_name(int m) {
+  return m == MPSRT_TORCH_KERNELS_DEVICE ? "device" : m == MPSRT_TORCH_KERNELS_CPU ? "cpu" : "auto";
+}
+
+}  // namespace
+
+bool enabled(c10::DeviceIndex d) {
+  const DeviceFacts& f = facts(d);
+  if (f.arg_bytes == 0) return false;
+  const int m = mode_value();
+  return m == MPSRT_TORCH_KERNELS_DEVICE || (m == MPSRT_TORCH_KERNELS_AUTO && f.cpu_type == 0);
+}
+
+void forget() {
+  std::lock_guard<std::mutex> lock(g_facts_mu);
+  for (DeviceFacts& f : g_facts) f.known.store(false, std::memory_order_relaxed);
+  g_mode.store(kModeUnset, std::memory_order_relaxed);
+}
+
+std::string mode() {
+  return mode_name(mode_value());
+}
+
+std::string set_mode(const std::string& m) {
+  int v = 0;
+  if (m == "auto") {
+    v = MPSRT_TORCH_KERNELS_AUTO;
+  } else if (m == "device") {
+    v = MPSRT_TORCH_KERNELS_DEVICE;
+  } else if (m == "cpu") {
+    v = MPSRT_TORCH_KERNELS_CPU;
+  } else {
+    TORCH_CHECK_VALUE(false, "[torch] kernels mode '", m,
+                      "' is not valid: expected auto, device or cpu (as MPSRT_TORCH_KERNELS)");
+  }
+  const std::string previous = mode();
+  g_mode.store(v, std::memory_order_relaxed);
+  return previous;
+}
+
+int dtype_id(at::ScalarType t) {
+  switch (t) {
+    case at::kByte:
+      return MPSRT_DTYPE_UINT8;
+    case at::kInt:
+      return MPSRT_DTYPE_INT32;
+    case at::kLong:
+      return MPSRT_DTYPE_INT64;
+    case at::kUInt32:
+      return MPSRT_DTYPE_UINT32;
+    case at::kHalf:
+      return MPSRT_DTYPE_FLOAT16;
+    case at::kBFloat16:
+      return MPSRT_DTYPE_BFLOAT16;
+    case at::kFloat:
+      return MPSRT_DTYPE_FLOAT32;
+    case at::kDouble:
+      return MPSRT_DTYPE_FLOAT64;
+    case at::kBool:
+      return MPSRT_DTYPE_BOOL;
+    case at::kChar:
+      return MPSRT_DTYPE_INT8;
+    case at::kShort:
+      return MPSRT_DTYPE_INT16;
+    case at::kUInt16:
+      return MPSRT_DTYPE_UINT16;
+    case at::kUInt64:
+      return MPSRT_DTYPE_UINT64;
+    default:
+      return -1;
+  }
+}
+
+Launch::Launch(const char* kernel, c10::DeviceIndex device) : device_(device) {
+  l_.kernel = api().kernel_index(kernel);
+  TORCH_INTERNAL_ASSERT(l_.kernel >= 0, "[torch] mpsrt has no kernel named ", kernel);
+  l_.groups[0] = l_.groups[1] = l_.groups[2] = 1;
+}
+
+Launch& Launch::spec(uint32_t id, uint32_t v) {
+  TORCH_INTERNAL_ASSERT(id < 16, "[torch] specialisation constant ", id, " out of 0..15");
+  l_.spec[id] = v;
+  l_.nspec = std::max<uint32_t>(l_.nspec, id + 1);
+  return *this;
+}
+
+Launch& Launch::arg_bytes(const at::Tensor& t, int64_t first, size_t nbytes, bool written) {
+  if (!ok_ || l_.nargs >= 8 || !is_mpsrt(t) || t.device().index() != device_) {
+    ok_ = false;
+    return *this;
+  }
+  size_t offset = 0;
+  MpsrtBuffer* b = buffer_of(t, &offset);
+  ok_ = b != nullptr && nbytes != 0 && nbytes <= facts(device_).arg_bytes &&
+        (first >= 0 || static_cast<size_t>(-first) <= offset);
+  if (ok_) l_.args[l_.nargs++] = {b, offset + first, nbytes, written ? 1 : 0};
+  return *this;
+}
+
+Launch& Launch::arg(const at::Tensor& t, bool written) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0 || t.size(d) == 0) {
+      ok_ = false;
+      return *this;
+    }
+    last += (t.size(d) - 1) * t.stride(d);
+  }
+  const size_t itemsize = t.dtype().itemsize();
+  return arg_bytes(t, 0, static_cast<size_t>(last + 1) * itemsize, written);
+}
+
+Launch& Launch::grid(uint64_t items, uint32_t local) {
+  uint64_t groups = std::max<uint64_t>((items + local - 1) / local, 1);
+  // Grid-stride loops cover what a grid of at most 65535 x 1024 groups does not.
+  groups = std::min<uint64_t>(groups, uint64_t(65535) * 1024);
+  const uint64_t y = (groups + 65534) / 65535;
+  l_.groups[0] = static_cast<uint32_t>((groups + y - 1) / y);
+  l_.groups[1] = static_cast<uint32_t>(y);
+  l_.groups[2] = 1;
+  return *this;
+}
+
+Launch& Launch::groups(uint32_t x, uint32_t y, uint32_t z) {
+  l_.groups[0] = x;
+  l_.groups[1] = y;
+  l_.groups[2] = z;
+  return *this;
+}
+
+bool Launch::run() {
+  if (!ok_) return false;
+  check(api().kernel_launch(&l_, current_stream(device_)));
+  return true;
+}
+
+at::Tensor as_tensor(const at::Tensor& t) {
+  return t;
+}
+at::Tensor as_tensor(const c10::Scalar& s) {
+  return at::native::wrapped_scalar_tensor(s);
+}
+
+namespace {
+
+std::vector<std::string>& kernel_names() {
+  static std::vector<std::string> names;  // written while the library loads (one thread)
+  return names;
+}
+
+}  // namespace
+
+void detail::note_kernel(const char* name, const char* overload) {
+  std::string n = name;
+  if (overload[0] != '\0') n += std::string(".") + overload;
+  kernel_names().push_back(std::move(n));
+}
+
+std::vector<std::string> kernel_ops() {
+  std::vector<std::string> out = kernel_names();
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace mpsrt::torch_glue::ops

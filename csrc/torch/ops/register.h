@@ -1,0 +1,335 @@
+// The one way an operator of the mpsrt device is registered (ops::reg), and what runs it.
+//
+// An op's kernel is a typed C++ function with the op's own signature (what at::_ops::<op>::schema
+// says: `const at::Tensor& self, int64_t dim, ...`; a SymInt or SymInt[] argument comes as its
+// concrete int64_t / IntArrayRef) that returns a Maybe of the op's result: the
+// result where it ran on mpsrt's kernels, or nothing where it declines (a dtype, rank or span
+// its kernel does not take), decided before it launches anything. The entry that reg() registers
+// for the op then picks, per call:
+//   1. the kernel, where the device of the call's first mpsrt tensor runs device kernels
+//      (launch.h: enabled) and the kernel does not decline;
+//   2. the host path (HostPath::kTyped), where every mpsrt tensor argument is host-visible memory
+//      of one device: the CPU kernel on aliases of them, with its arguments borrowed as they came
+//      (no boxing: a boxed call copies each argument into an IValue, and copying a tensor that
+//      Python holds takes the GIL twice);
+//   3. the boxed fallback (fallback/fallback.h), which also stages discrete memory.
+// A "kernel" that never declines (it returns the op's result type itself: storage, copies,
+// random fills) is registered the same way and always runs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "device/host_access.h"
+#include "fallback/fallback.h"
+#include "ops/launch.h"
+
+namespace mpsrt::torch_glue::ops {
+
+// What a kernel of an op returning R returns: std::optional<R> (nullopt declines); for ops that
+// return an argument by reference (in-place and out= forms), a pointer to it (nullptr declines);
+// for ops that return nothing, whether it ran.
+template <class R>
+struct MaybeOf {
+  using type = std::optional<R>;
+};
+template <>
+struct MaybeOf<at::Tensor&> {
+  using type = at::Tensor*;
+};
+template <>
+struct MaybeOf<const at::Tensor&> {
+  using type = const at::Tensor*;
+};
+template <>
+struct MaybeOf<void> {
+  using type = bool;
+};
+template <class R>
+using Maybe = typename MaybeOf<R>::type;
+
+// Where the op goes when no device kernel runs it: the boxed fallback, or first the typed host
+// path (the ops models call most; see above).
+enum class HostPath { kBoxed, kTyped };
+
+// The ops registered with a device kernel ("aten::add.Tensor"), sorted (torch.mpsrt's op table).
+std::vector<std::string> kernel_ops();
+
+namespace detail {
+
+// What a call's arguments say: the device of its first mpsrt tensor, and whether the typed host
+// path takes them (every mpsrt tensor host-visible memory of that device, no tensor lists).
+struct Scan {
+  c10::DeviceIndex device = -1;
+  bool host = true;
+  void tensor(const at::Tensor& t) {
+    if (!t.defined() || !is_mpsrt(t)) return;
+    const c10::DeviceIndex d = t.device().index();
+    if (device < 0) device = d;
+    host = host && d == device && host_visible(t.storage());
+  }
+  void operator()(const at::Tensor& t) { tensor(t); }
+  void operator()(const std::optional<at::Tensor>& t) {
+    if (t) tensor(*t);
+  }
+  void operator()(at::TensorList l) {
+    host = false;
+    for (const at::Tensor& t : l) tensor(t);
+  }
+  void operator()(const at::ITensorListRef& l) {
+    host = false;
+    for (const at::Tensor& t : l) tensor(t);
+  }
+  void operator()(const c10::List<std::optional<at::Tensor>>& l) {
+    host = false;
+    for (const std::optional<at::Tensor> t : l) (*this)(t);
+  }
+  template <class T>
+  void operator()(const T& /*not a tensor*/) {}
+};
+
+// Whether t, an argument other than self, is on self's storage (the CPU kernel of an in-place op
+// checks overlaps only within one storage object, and an alias is another one).
+inline bool on_storage(const at::Tensor& self, const at::Tensor& t) {
+  return t.defined() && is_mpsrt(t) && t.storage().is_alias_of(self.storage());
+}
+inline bool on_storage(const at::Tensor& self, const std::optional<at::Tensor>& t) {
+  return t && on_storage(self, *t);
+}
+template <class T>
+bool on_storage(const at::Tensor& /*self*/, const T& /*not a tensor*/) {
+  return false;
+}
+
+// An argument's stand-in for the CPU kernel: mpsrt tensors become CPU aliases, the rest as is.
+inline at::Tensor stand_in(const at::Tensor& t) {
+  return t.defined() && is_mpsrt(t) ? cpu_alias(t) : t;
+}
+inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t) {
+  if (!t) return t;
+  return stand_in(*t);
+}
+template <class T>
+const T& stand_in(const T& v) {
+  return v;
+}
+
+template <class R>
+struct Returns {
+  static R to_device(const R& r, c10::DeviceIndex d) { return host_output(r, d); }
+};
+template <class... T>
+struct Returns<std::tuple<T...>> {
+  static std::tuple<T...> to_device(const std::tuple<T...>& r, c10::DeviceIndex d) {
+    return std::apply([d](const auto&... t) { return std::tuple<T...>(host_output(t, d)...); }, r);
+  }
+};
+
+// What a kernel is given for a symbolic-int argument of the schema (SymInt, SymInt[]): its
+// concrete value (mpsrt runs real tensors: never symbolic there). Other arguments as they come.
+inline c10::IntArrayRef concrete(c10::SymIntArrayRef a) {
+  return C10_AS_INTARRAYREF_SLOW(a);
+}
+inline int64_t concrete(const c10::SymInt& a) {
+  return a.expect_int();
+}
+inline std::optional<int64_t> concrete(const std::optional<c10::SymInt>& a) {
+  if (!a) return std::nullopt;
+  return a->expect_int();
+}
+inline at::OptionalIntArrayRef concrete(const at::OptionalSymIntArrayRef& a) {
+  if (!a) return std::nullopt;
+  return C10_AS_INTARRAYREF_SLOW(*a);
+}
+template <class T>
+struct Symbolic : std::false_type {};
+template <>
+struct Symbolic<c10::SymIntArrayRef> : std::true_type {};
+template <>
+struct Symbolic<c10::SymInt> : std::true_type {};
+template <>
+struct Symbolic<std::optional<c10::SymInt>> : std::true_type {};
+template <>
+struct Symbolic<at::OptionalSymIntArrayRef> : std::true_type {};
+template <class T, std::enable_if_t<!Symbolic<std::remove_const_t<T>>::value, int> = 0>
+T& concrete(T& a) {
+  return a;
+}
+
+// The argument a reference-returning op returns: its first non-const tensor reference (self of
+// an in-place op, out of an out= op).
+template <class First, class... Rest>
+at::Tensor& mutable_arg(First&& first, Rest&&... rest) {
+  if constexpr (std::is_same_v<First, at::Tensor&>) {
+    return first;
+  } else {
+    static_assert(sizeof...(Rest) > 0, "a reference-returning op has a mutable tensor argument");
+    return mutable_arg(std::forward<Rest>(rest)...);
+  }
+}
+
+// A kernel given as a function (its address) or as a type with a static run().
+template <auto F>
+struct Fn {
+  template <class... A>
+  static decltype(auto) run(A&&... a) {
+    return F(std::forward<A>(a)...);
+  }
+};
+// No device kernel: the op takes the host path or the fallback only.
+struct NoKernel {};
+
+// Whether K returns the op's result itself (it never declines) rather than a Maybe of it.
+template <class K, class R, class... A>
+constexpr bool always() {
+  if constexpr (std::is_same_v<K, NoKernel>) {
+    return false;
+  } else {
+    using Got = decltype(K::run(concrete(std::declval<A&>())...));
+    static_assert(std::is_same_v<Got, R> || std::is_same_v<Got, Maybe<R>>,
+                  "a kernel returns the op's result, or a Maybe of it where it can decline");
+    return std::is_same_v<Got, R>;
+  }
+}
+
+// Whether R is a tuple of references (an op with several out= arguments returns them).
+template <class R>
+struct RefTuple : std::false_type {};
+template <class... T>
+struct RefTuple<std::tuple<T...>> : std::bool_constant<(std::is_reference_v<T> && ...)> {};
+
+// The last tuple_size<R> arguments as an R (the out= arguments, which torch's out= forms take
+// last).
+template <class R, class Args, size_t... I>
+R last_args(Args&& args, std::index_sequence<I...>) {
+  constexpr size_t first = std::tuple_size_v<std::decay_t<Args>> - sizeof...(I);
+  return R(std::get<first + I>(args)...);
+}
+
+template <class Op, class K, HostPath P, class Sig = typename Op::schema>
+struct Entry;
+
+template <class Op, class K, HostPath P, class R, class... A>
+struct Entry<Op, K, P, R(A...)> {
+  static constexpr bool kRefReturn = std::is_reference_v<R>;
+  static constexpr bool kAlways = always<K, R, A...>();
+
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle h =
+        c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return h;
+  }
+
+  static R call(A... a) {
+    if constexpr (kAlways) {
+      return K::run(concrete(a)...);
+    } else {
+      Scan scan;
+      (scan(a), ...);
+      if constexpr (!std::is_same_v<K, NoKernel>) {
+        if (scan.device >= 0 && enabled(scan.device)) {
+          if (auto r = K::run(concrete(a)...)) return take(std::move(r));
+          return boxed(a...);
+        }
+      }
+      if constexpr (P == HostPath::kTyped) {
+        if (scan.device >= 0 && scan.host && !self_shared(a...)) return host(scan.device, a...);
+      }
+      return boxed(a...);
+    }
+  }
+
+ private:
+  template <class G>
+  static R take(G&& r) {
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      return *r;
+    }
+  }
+
+  // An in-place op whose other arguments share self's storage takes the fallback.
+  static bool self_shared(const A&... a) {
+    if constexpr (!kRefReturn || sizeof...(A) == 0) {
+      return false;
+    } else {
+      const at::Tensor& self = std::get<0>(std::forward_as_tuple(a...));
+      bool shared = false;
+      ((shared = shared || (static_cast<const void*>(&self) != &a && on_storage(self, a))), ...);
+      return shared;
+    }
+  }
+
+  static R host(c10::DeviceIndex d, A... a) {
+    auto stand_ins = std::tuple<decltype(stand_in(a))...>(stand_in(a)...);
+    HostRun run(d);
+    const auto cpu = [](auto&... s) {
+      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), s...);
+    };
+    if constexpr (kRefReturn) {
+      std::apply(cpu, stand_ins);
+      run.done(handle());
+      return mutable_arg(std::forward<A>(a)...);
+    } else {
+      R r = std::apply(cpu, stand_ins);
+      run.done(handle());
+      return Returns<R>::to_device(r, d);
+    }
+  }
+
+  static R boxed(A... a) {
+    torch::jit::Stack s = c10::impl::boxArgs<A...>(a...);
+    cpu_fallback(handle(), &s);
+    if constexpr (kRefReturn) {
+      return mutable_arg(std::forward<A>(a)...);
+    } else if constexpr (RefTuple<R>::value) {
+      return last_args<R>(std::forward_as_tuple(a...),
+                          std::make_index_sequence<std::tuple_size_v<R>>{});
+    } else if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      return c10::impl::PopResult<R>::call(s);
+    }
+  }
+};
+
+// Records op as having a device kernel (kernel_ops()).
+void note_kernel(const char* name, const char* overload);
+
+template <class Op, class K, HostPath P>
+void reg_entry(torch::Library& m) {
+  std::string name = Op::name;
+  name = name.substr(name.find("::") + 2);
+  if (Op::overload_name[0] != '\0') name += std::string(".") + Op::overload_name;
+  if constexpr (!std::is_same_v<K, NoKernel> && !Entry<Op, K, P>::kAlways) {
+    note_kernel(Op::name, Op::overload_name);
+  }
+  m.impl(name.c_str(), torch::CppFunction(TORCH_FN((&Entry<Op, K, P>::call))));
+}
+
+}  // namespace detail
+
+using detail::NoKernel;
+
+// Registers aten op Op (at::_ops::<op>) for the mpsrt device with kernel K: a function (reg<Op,
+// &f>) or a type with a static run() (reg<Op, Forms::...>), or NoKernel.
+template <class Op, auto K, HostPath P = HostPath::kBoxed>
+void reg(torch::Library& m) {
+  detail::reg_entry<Op, detail::Fn<K>, P>(m);
+}
+template <class Op, class K, HostPath P = HostPath::kBoxed>
+void reg(torch::Library& m) {
+  detail::reg_entry<Op, K, P>(m);
+}
+
+}  // namespace mpsrt::torch_glue::ops
