@@ -184,10 +184,12 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
   }
 
   void encode(Segment& s, const Cmd& c) {
-    if (c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
-        c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n) {
-      ensure_scratch();
-    }
+    const bool overlap = c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
+                         c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n;
+    // Random fills of 4- or 8-byte elements at offsets that are not 4-byte aligned.
+    const bool unaligned = c.kind == Cmd::kRandom && c.dst_off % 4 != 0 &&
+                           dtype_size(c.random->dtype) >= 4;
+    if (overlap || unaligned) ensure_scratch();
     Encoder e{*d_, s.cb, scratch_, kScratchBytes};
     switch (c.kind) {
       case Cmd::kFill:
