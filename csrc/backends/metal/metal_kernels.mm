@@ -32,12 +32,12 @@ const char kRandomSource[] =
 #include "random.msl.inc"
     ;
 
-constexpr NSUInteger kGroup = 256;           // threads per threadgroup: function constant
-                                             // local_size_x (0 for fill / copy, 5 for random)
-constexpr uint32_t kUnroll = 2;              // items per thread and step (constant UNROLL)
-constexpr uint64_t kMaxGroups = 8192;        // threadgroups per dispatch; kernels loop beyond
+constexpr NSUInteger kGroup = 256;               // threads per threadgroup: function constant
+                                                 // local_size_x (0 for fill / copy, 5 for random)
+constexpr uint32_t kUnroll = 2;                  // items per thread and step (constant UNROLL)
+constexpr uint64_t kMaxGroups = 8192;            // threadgroups per dispatch; kernels loop beyond
 constexpr uint64_t kWindow = uint64_t(1) << 30;  // bytes a dispatch addresses from its base
-constexpr uint64_t kMaxBlocks = 1u << 26;    // Philox blocks per random dispatch
+constexpr uint64_t kMaxBlocks = 1u << 26;        // Philox blocks per random dispatch
 
 [[noreturn]] void report(const char* what, NSError* error) {
   fail(what, error, "report this with the device name and macOS version");
@@ -54,7 +54,8 @@ id<MTLLibrary> compile(DeviceShared& d, const char* text, const char* name) {
 #pragma clang diagnostic pop
   NSError* error = nil;
   id<MTLLibrary> lib = [d.device newLibraryWithSource:source options:options error:&error];
-  if (lib == nil) report((std::string("compiling ") + name + " (newLibraryWithSource) failed").c_str(), error);
+  if (lib == nil)
+    report((std::string("compiling ") + name + " (newLibraryWithSource) failed").c_str(), error);
   return lib;
 }
 
@@ -67,7 +68,8 @@ id<MTLComputePipelineState> specialise(DeviceShared& d, id<MTLLibrary> lib, NSSt
   }
   NSError* error = nil;
   id<MTLFunction> fn = [lib newFunctionWithName:name constantValues:constants error:&error];
-  if (fn == nil) report((std::string("specialising ") + name.UTF8String + " failed").c_str(), error);
+  if (fn == nil)
+    report((std::string("specialising ") + name.UTF8String + " failed").c_str(), error);
   id<MTLComputePipelineState> p = [d.device newComputePipelineStateWithFunction:fn error:&error];
   if (p == nil) {
     report((std::string("newComputePipelineStateWithFunction (") + name.UTF8String + ") failed")
@@ -148,7 +150,8 @@ void Encoder::fill(id<MTLBuffer> buf, uint64_t offset, uint64_t n, uint64_t patt
     // Window byte j takes pattern byte (base + j - offset) % 8: rotate the pattern by that.
     const unsigned rot = static_cast<unsigned>((base - offset) & 7);
     const uint64_t p = rot == 0 ? pattern8 : (pattern8 >> (8 * rot)) | (pattern8 << (64 - 8 * rot));
-    FillPush pc{static_cast<uint32_t>(origin - base), static_cast<uint32_t>(origin - base + len),
+    FillPush pc{static_cast<uint32_t>(origin - base),
+                static_cast<uint32_t>(origin - base + len),
                 {static_cast<uint32_t>(p), static_cast<uint32_t>(p >> 32)}};
     [enc setBytes:&pc length:sizeof pc atIndex:0];
     [enc setBuffer:buf offset:base atIndex:1];
@@ -210,16 +213,16 @@ void Encoder::copy(id<MTLBuffer> src, uint64_t src_off, id<MTLBuffer> dst, uint6
   }
 }
 
-// Elements are written window by window (float64 is refused: random.comp's Metal build has no
-// float64). A destination of 4- or 8-byte elements that is not 4-byte aligned is generated
-// into the scratch buffer and copied from there.
-// Cost: one compute encoder per window (1 GiB) or scratch chunk, one dispatch each.
+// Elements are written window by window (float64 fills never come here: the queue writes them
+// on the host, metal_queue.mm). A destination of 4- or 8-byte elements that is not 4-byte aligned
+// is generated into the scratch buffer and copied from there. Cost: one compute encoder per window
+// (1 GiB) or scratch chunk, one dispatch each.
 void Encoder::random(id<MTLBuffer> buf, uint64_t offset, const backend::RandomParams& p) const {
   if (p.count == 0 || !random_supported(p.op, p.dtype)) return;
   if (p.dtype == backend::RandomDType::F64) {
     detail::throw_error(
-        "[metal] float64 random fills need float64 arithmetic, which Metal lacks; fill float32 "
-        "and convert, or use the cpu or vulkan backend");
+        "[metal] a float64 random fill reached the GPU kernels, which have no float64; "
+        "report this (the queue writes float64 fills on the host)");
   }
   const uint64_t es = dtype_size(p.dtype);
   const uint64_t epb = 4 / backend::random_words_per_element(p);
