@@ -27,42 +27,35 @@ uint64_t device_now_ns() noexcept;
 /// A CFTimeInterval of that clock in nanoseconds (0 stays 0).
 uint64_t seconds_to_ns(double seconds) noexcept;
 
-/// Arguments of the fill kernel (kernels.metal's FillArgs).
-struct FillArgs {
-  uint64_t first;   // byte offset of the first byte to write
-  uint64_t end;     // one past the last
-  uint32_t pat[2];  // pattern bytes 0..3 and 4..7 for a byte at an offset that is 0 mod 8
-};
-static_assert(sizeof(FillArgs) == 24, "kernels.metal FillArgs");
+// Push constants of the runtime kernels (csrc/kernels/runtime/*.comp, translated to MSL by
+// SPIRV-Cross at build time): the std430 push-constant block of each, which SPIRV-Cross binds as
+// `constant Params& pc [[buffer(0)]]`; storage-buffer binding i is [[buffer(i + 1)]]. Offsets
+// are bytes inside a window: the buffer bound at a 16-byte aligned offset, at most kWindow long.
 
-/// Arguments of the unaligned copy kernel (kernels.metal's CopyArgs).
-struct CopyArgs {
-  uint64_t src;  // byte offset of the source in its buffer
-  uint64_t dst;  // byte offset of the destination
-  uint64_t n;    // bytes
+/// fill.comp's Params.
+struct FillPush {
+  uint32_t first;   // window byte offset of the first byte to write
+  uint32_t end;     // one past the last
+  uint32_t pat[2];  // pattern bytes 0..3 and 4..7 for a window byte at an offset 0 mod 8
 };
-static_assert(sizeof(CopyArgs) == 24, "kernels.metal CopyArgs");
+static_assert(sizeof(FillPush) == 16, "fill.comp push constants");
 
-/// Arguments of the random kernel (kernels.metal's RandomArgs). Doubles travel as their bits:
-/// Metal has no double type, the kernel computes in software binary64.
-struct RandomArgs {
-  uint64_t da;         // Uniform f64: low; Normal f64: mean (binary64 bits)
-  uint64_t db;         // Uniform f64: high - low; Normal f64: std (binary64 bits)
-  uint64_t dst_off;    // byte offset of block 0's first element
-  uint32_t seed[2];    // the Philox key
-  uint32_t block0[2];  // the Philox block of this dispatch's block 0
-  uint32_t low[2];     // IntRange
-  uint32_t range[2];   // IntRange (range[1] == 1 with range[0] == 0 for exactly 2^32)
-  uint32_t thresh[2];  // Bernoulli
-  uint32_t nblocks;    // blocks in this dispatch
-  uint32_t count;      // elements written, counted from block 0's first element
-  float fa;            // float32 forms: Uniform low / Normal mean
-  float fb;            // Uniform high - low / Normal std
-  uint32_t zero;       // always 0: the kernel ors it into a product so that the compiler cannot
-                       // fuse that product with the following addition (results stay exact)
-  uint32_t pad;
+/// copy.comp's Params.
+struct CopyPush {
+  uint32_t src;  // source window byte offset
+  uint32_t dst;  // destination window byte offset
+  uint32_t n;    // bytes
 };
-static_assert(sizeof(RandomArgs) == 88, "kernels.metal RandomArgs");
+static_assert(sizeof(CopyPush) == 12, "copy.comp push constants");
+
+/// random.comp's Params (its float64-free build: da / db are bytes it does not read).
+struct RandomPush {
+  uint64_t da, db;
+  uint32_t seed[2], block0[2], low[2], range[2], thresh[2];
+  uint32_t nblocks, e_lo, e_hi, dst_off;
+  float fa, fb;
+};
+static_assert(sizeof(RandomPush) == 80, "random.comp push constants");
 
 /// What the device, its heaps, queues and events share. Owned through shared_ptr so that the
 /// MTLDevice and the pipelines outlive the last object that uses them.
@@ -73,9 +66,11 @@ struct DeviceShared {
   std::atomic<uint64_t> held{0};  // bytes of the heaps (create_heap) now alive
 
   // Kernels (metal_kernels.mm).
-  id<MTLLibrary> library = nil;
+  id<MTLLibrary> random_library = nil;
   id<MTLComputePipelineState> fill_pipeline = nil;
-  id<MTLComputePipelineState> copy_pipeline = nil;
+  id<MTLComputePipelineState> copy16_pipeline = nil;  // source and destination agree mod 16
+  id<MTLComputePipelineState> copy4_pipeline = nil;   // mod 4
+  id<MTLComputePipelineState> copy1_pipeline = nil;   // any offsets
   std::mutex pipelines_mu;
   std::map<uint32_t, id<MTLComputePipelineState>> random_pipelines;
 
@@ -86,7 +81,7 @@ struct DeviceShared {
   DeviceShared(const DeviceShared&) = delete;
   DeviceShared& operator=(const DeviceShared&) = delete;
 
-  /// Compiles kernels.metal and builds the fill and copy pipelines (at device open).
+  /// Compiles the translated kernels and builds the fill and copy pipelines (at device open).
   void create_kernels();
   /// The random pipeline for p's op and dtype, built on first use and cached.
   id<MTLComputePipelineState> random_pipeline(const backend::RandomParams& p);
@@ -141,6 +136,8 @@ struct Encoder {
   void fill(id<MTLBuffer> buf, uint64_t offset, uint64_t n, uint64_t pattern8) const;
   void copy(id<MTLBuffer> src, uint64_t src_off, id<MTLBuffer> dst, uint64_t dst_off,
             uint64_t n) const;
+  /// A copy between ranges that do not overlap.
+  void direct_copy(id<MTLBuffer> s, uint64_t so, id<MTLBuffer> t, uint64_t to, uint64_t n) const;
   void random(id<MTLBuffer> buf, uint64_t offset, const backend::RandomParams& p) const;
 };
 

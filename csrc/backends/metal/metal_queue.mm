@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/kernels.h"
 #include "backends/gpu_queue.h"
 #include "backends/metal/metal_common.h"
 #include "mpsrt/error.h"
@@ -98,6 +99,10 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
       }
     }
     void data(Cmd& c) {
+      if (c.kind == Cmd::kRandom && c.random->dtype == backend::RandomDType::F64) {
+        q.host_random(c, *this);
+        return;
+      }
       open();
       q.encode(*seg, c);
     }
@@ -183,11 +188,29 @@ class Queue final : public backend::GpuQueue<Queue, MetalHeap, std::shared_ptr<S
     scratch_ = s;
   }
 
-  void encode(Segment& s, const Cmd& c) {
-    if (c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
-        c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n) {
-      ensure_scratch();
+  // A float64 random fill (Metal has no float64 arithmetic; the kernels have no float64 path):
+  // the open segment is committed and waited for, then the cpu backend's kernel writes the
+  // elements into the buffer's shared memory on this thread, before any later command is
+  // encoded. Bit-identical to the cpu backend. Cost: the device drains once per float64 fill.
+  void host_random(const Cmd& c, Walker& w) {
+    std::shared_ptr<Segment> s = w.seg;
+    w.end();
+    if (s != nullptr) {
+      std::unique_lock<std::mutex> lock(s->mu);
+      s->cv.wait(lock, [&] { return s->done; });
     }
+    auto* base = static_cast<uint8_t*>([c.dst->buffer() contents]);
+    if (base == nullptr) detail::throw_error("[metal] a float64 random fill needs shared memory");
+    cpu::random_scalar(base + c.dst_off, *c.random, 0, c.random->count);
+  }
+
+  void encode(Segment& s, const Cmd& c) {
+    const bool overlap = c.kind == Cmd::kCopy && c.src == c.dst && c.src_off != c.dst_off &&
+                         c.src_off < c.dst_off + c.n && c.dst_off < c.src_off + c.n;
+    // Random fills of 4- or 8-byte elements at offsets that are not 4-byte aligned.
+    const bool unaligned =
+        c.kind == Cmd::kRandom && c.dst_off % 4 != 0 && dtype_size(c.random->dtype) >= 4;
+    if (overlap || unaligned) ensure_scratch();
     Encoder e{*d_, s.cb, scratch_, kScratchBytes};
     switch (c.kind) {
       case Cmd::kFill:

@@ -135,7 +135,8 @@ struct DeviceShared {
   VkPipelineLayout random_layout = VK_NULL_HANDLE;
   VkShaderModule fill_module = VK_NULL_HANDLE;
   VkShaderModule copy_module = VK_NULL_HANDLE;
-  VkShaderModule random_module = VK_NULL_HANDLE;
+  VkShaderModule random_module = VK_NULL_HANDLE;      // random.comp: every dtype but float64
+  VkShaderModule random_f64_module = VK_NULL_HANDLE;  // -DMPSRT_RANDOM_F64: float64 outputs
   VkPipeline fill_pipeline = VK_NULL_HANDLE;
   VkPipeline copy16_pipeline = VK_NULL_HANDLE;  // source and destination agree mod 16
   VkPipeline copy4_pipeline = VK_NULL_HANDLE;   // mod 4

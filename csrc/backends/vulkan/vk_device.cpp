@@ -27,7 +27,7 @@ DeviceShared::~DeviceShared() {
   for (VkPipeline p : {fill_pipeline, copy16_pipeline, copy4_pipeline}) {
     if (p) fn.vkDestroyPipeline(device, p, nullptr);
   }
-  for (VkShaderModule m : {fill_module, copy_module, random_module}) {
+  for (VkShaderModule m : {fill_module, copy_module, random_module, random_f64_module}) {
     if (m) fn.vkDestroyShaderModule(device, m, nullptr);
   }
   for (VkPipelineLayout l : {fill_layout, copy_layout, random_layout}) {

@@ -15,10 +15,11 @@
 // Random fills reproduce the cpu backend's scalar table (random_impl.h) operation by
 // operation: Philox words, integer transforms and the float32 / float64 uniform arithmetic
 // (each operation rounded once, no fused multiply-add: `precise` in the shader) are exact.
-// Normal uses Box-Muller with logf and sincosf evaluated in double precision and rounded to
-// float, so a float32 normal is bit-identical wherever glibc's logf / sincosf return the
-// correctly rounded value; float64 normal evaluates log and sin / cos with double-precision
-// series, which agree with glibc's to a few double ulps (API.md promises 2 float32 ulps).
+// random.comp has two builds: the float64-free one (the one the metal backend translates to
+// MSL) writes every dtype but float64, its normals from float-float logf / sqrtf / sincosf
+// rounded to float (the correctly rounded values but within about 2^-24 ulp of a tie); the
+// MPSRT_RANDOM_F64 build writes float64, its normal evaluating log and sin / cos with
+// double-precision series, a few double ulps from glibc's (API.md promises 2 float32 ulps).
 #include <algorithm>
 #include <cstring>
 
@@ -36,6 +37,9 @@ const uint32_t kCopySpv[] =
     ;
 const uint32_t kRandomSpv[] =
 #include "random.spv.inc"
+    ;
+const uint32_t kRandomF64Spv[] =
+#include "random_f64.spv.inc"
     ;
 
 VkShaderModule make_module(DeviceShared& d, const uint32_t* code, size_t bytes) {
@@ -154,6 +158,7 @@ void DeviceShared::create_kernels() {
   fill_module = make_module(*this, kFillSpv, sizeof(kFillSpv));
   copy_module = make_module(*this, kCopySpv, sizeof(kCopySpv));
   random_module = make_module(*this, kRandomSpv, sizeof(kRandomSpv));
+  random_f64_module = make_module(*this, kRandomF64Spv, sizeof(kRandomF64Spv));
   const uint32_t fill_spec[3] = {workgroup, unroll, vector};
   fill_pipeline = make_pipeline(*this, fill_module, fill_layout, fill_spec, 3);
   const uint32_t copy16_spec[3] = {workgroup, unroll, 16};
@@ -186,7 +191,8 @@ VkPipeline DeviceShared::random_pipeline(const backend::RandomParams& p) {
   values[5] = workgroup;
   values[6] = unroll;
   values[7] = vector;
-  VkPipeline pipe = make_pipeline(*this, random_module, random_layout, values, 8);
+  VkShaderModule module = p.dtype == backend::RandomDType::F64 ? random_f64_module : random_module;
+  VkPipeline pipe = make_pipeline(*this, module, random_layout, values, 8);
   random_pipelines.emplace(key, pipe);
   return pipe;
 }

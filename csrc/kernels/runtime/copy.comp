@@ -1,16 +1,18 @@
 // Copy: the bytes [src, src + n) of the source window to [dst, dst + n) of the destination
-// window, where src and dst agree mod VEC (the host sends other copies, and overlapping ranges
-// of one buffer, elsewhere). Both windows start at 16-byte boundaries.
+// window, where src and dst agree mod VEC (the host sends overlapping ranges of one buffer
+// elsewhere). Both windows start at 16-byte boundaries.
 //
 // VEC = 16: the destination's 16-byte-aligned middle is copied with uvec4 loads and stores,
 // UNROLL of them per invocation and step of a grid-stride loop; the words around it (at most
-// 4 + 4) one by one. VEC = 4: every word one by one. A partial head or tail word is merged with
+// 4 + 4) one by one. VEC = 4: every word one by one. VEC = 1 (any offsets: the metal backend's
+// copies that disagree mod 4, which vulkan sends to vkCmdCopyBuffer): every destination word
+// assembled from its source bytes. A partial head or tail word is merged with
 // atomics that touch only the copy's bytes, so a neighbour's bytes are never rewritten.
 #version 450
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint UNROLL = 2;  // vectors (or words) per invocation and step
-layout(constant_id = 2) const uint VEC = 16;    // 16 or 4: src and dst agree mod VEC
+layout(constant_id = 2) const uint VEC = 16;    // 16, 4 or 1: src and dst agree mod VEC
 
 layout(set = 0, binding = 0) readonly buffer Src {
   uint src_words[];
@@ -32,12 +34,23 @@ layout(push_constant) uniform Params {
 }
 pc;
 
-// Destination word w; its bytes come from the same byte lanes of source word w + delta.
+// Bytes [lo, hi) of destination word w from their source bytes, one by one (VEC = 1).
+uint gather_word(uint w, uint lo, uint hi) {
+  uint v = 0u;
+  for (uint j = lo; j < hi; ++j) {
+    const uint s = pc.src + (w * 4u + j - pc.dst);
+    v |= ((src_words[s >> 2] >> (8u * (s & 3u))) & 0xffu) << (8u * j);
+  }
+  return v;
+}
+
+// Destination word w; its bytes come from the same byte lanes of source word w + delta
+// (VEC = 1: from wherever they are).
 void copy_word(uint w, uint delta) {
   const uint end = pc.dst + pc.n;
   const uint lo = max(pc.dst, w * 4u) - w * 4u;  // first byte of this word to write
   const uint hi = min(end, w * 4u + 4u) - w * 4u;
-  const uint v = src_words[w + delta];
+  const uint v = VEC == 1u ? gather_word(w, lo, hi) : src_words[w + delta];
   if (lo == 0u && hi == 4u) {
     dst_words[w] = v;
   } else {

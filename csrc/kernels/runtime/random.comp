@@ -1,10 +1,15 @@
 // Random fills: mpsrt/philox.h's stream definition, bit-identical to the cpu backend's
 // scalar table (csrc/backends/cpu/random_impl.h) for raw bits, uniform, integer ranges and
-// bernoulli, and for normal in float32 wherever glibc's logf / sincosf return the correctly
-// rounded result (see vk_kernels.cpp). An invocation computes one Philox block at a time and
+// bernoulli; normal within 2 float32 ulps (see vk_kernels.cpp). An invocation computes one Philox block at a time and
 // writes the elements made from its four words; it handles UNROLL blocks a stride apart per
 // step of a grid-stride loop (so each store of a subgroup writes contiguous bytes). The op,
 // dtype and word count are specialisation constants, so each pipeline holds only its own path.
+//
+// Two builds of this file: without MPSRT_RANDOM_F64 it has no float64 type at all (Metal has
+// none: SPIRV-Cross translates this build to MSL) and writes every dtype but float64; float32 /
+// float16 / bfloat16 normals use float-float log, sqrt and sin / cos (ff_math.glsl) rounded
+// once. With -DMPSRT_RANDOM_F64 (vulkan, for float64 outputs only) it adds the float64
+// uniform, normal and integer-range paths in double precision.
 //
 // Stores: a block whose elements are all written and whose bytes are aligned to their width
 // (at most 16) is written with the widest store: two uvec4 (32 bytes: 4 x 64-bit elements),
@@ -14,6 +19,9 @@
 // bytes only.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_GOOGLE_include_directive : require
+
+#include "ff_math.glsl"
 
 layout(local_size_x_id = 5) in;
 
@@ -41,8 +49,13 @@ layout(set = 0, binding = 0) buffer Dst4 {
 };
 
 layout(push_constant) uniform Params {
+#ifdef MPSRT_RANDOM_F64
   double da;     // Uniform f64: low; Normal f64: mean
   double db;     // Uniform f64: high - low; Normal f64: std
+#else
+  uvec2 da;  // the same bytes, unused without float64
+  uvec2 db;
+#endif
   uvec2 seed;    // the Philox key
   uvec2 block0;  // the Philox block of this dispatch's block 0
   uvec2 low;     // IntRange
@@ -108,6 +121,7 @@ uint f32_to_bf16(float f) {
   return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 }
 
+#ifdef MPSRT_RANDOM_F64
 // Natural logarithm of x > 0 in double precision (relative error a few 1e-16): x = f 2^e with
 // f in [sqrt(1/2), sqrt(2)), log f = 2 atanh(s), s = (f - 1) / (f + 1), |s| < 0.172.
 double log_d(double x) {
@@ -179,23 +193,6 @@ void sincos_d(double t, out double s, out double c) {
   }
 }
 
-// Box-Muller in float32, step by step as box_muller_f32: each float operation rounds once;
-// logf, sqrtf and sincosf are evaluated in double and rounded to float.
-void box_muller_f32(uint w0, uint w1, out float z0, out float z1) {
-  precise float u1 = float((w0 >> 8) + 1u) * 5.9604644775390625e-08;
-  precise float u2 = float(w1 >> 8) * 5.9604644775390625e-08;
-  const float l = float(log_d(double(u1)));
-  precise float m = -2.0 * l;
-  const float r = float(sqrt(double(m)));
-  precise float theta = uintBitsToFloat(0x40C90FDBu) * u2;  // float(2 pi) * u2
-  double sd, cd;
-  sincos_d(double(theta), sd, cd);
-  precise float a = r * float(cd);
-  precise float b = r * float(sd);
-  z0 = a;
-  z1 = b;
-}
-
 void box_muller_f64(uint w0, uint w1, out double z0, out double z1) {
   precise double u1 = double((w0 >> 8) + 1u) * 5.9604644775390625e-08lf;
   precise double u2 = double(w1 >> 8) * 5.9604644775390625e-08lf;
@@ -212,6 +209,23 @@ void box_muller_f64(uint w0, uint w1, out double z0, out double z1) {
 
 uvec2 bits64(double d) {
   return unpackDouble2x32(d);
+}
+#endif  // MPSRT_RANDOM_F64
+
+// Box-Muller in float32, step by step as box_muller_f32 (mpsrt/philox.h): each float operation
+// rounds once; logf, sqrtf and sincosf are float-float values rounded to float.
+void box_muller_f32(uint w0, uint w1, out float z0, out float z1) {
+  precise float u1 = float((w0 >> 8) + 1u) * 5.9604644775390625e-08;
+  precise float u2 = float(w1 >> 8) * 5.9604644775390625e-08;
+  const float l = ff_log(u1).x;
+  precise float m = -2.0 * l;
+  const float r = ff_sqrt_f(m);
+  precise float theta = uintBitsToFloat(0x40C90FDBu) * u2;  // float(2 pi) * u2
+  const vec4 sc = ff_sincos(theta);
+  precise float a = r * sc.z;
+  precise float b = r * sc.x;
+  z0 = a;
+  z1 = b;
 }
 
 uvec2 from_float(float v) {
@@ -230,7 +244,9 @@ uvec2 int_value(uint64_t x) {
   const uint64_t v = uint64_t(pc.low.x) + (uint64_t(pc.low.y) << 32) + x;
   if (DTYPE == kBool) return uvec2(v != uint64_t(0) ? 1u : 0u, 0u);
   if (DTYPE == kF16 || DTYPE == kBF16 || DTYPE == kF32) return from_float(float(int64_t(v)));
+#ifdef MPSRT_RANDOM_F64
   if (DTYPE == kF64) return bits64(double(int64_t(v)));
+#endif
   return uvec2(uint(v), uint(v >> 32));
 }
 
@@ -238,6 +254,7 @@ uvec2 int_value(uint64_t x) {
 uvec2 element(uvec4 w, uint i) {
   if (OP == kBits) return uvec2(w[i], 0u);
   if (OP == kUniform) {
+#ifdef MPSRT_RANDOM_F64
     if (DTYPE == kF64) {
       const uint64_t u = (uint64_t(w[2 * i + 1]) << 32) | uint64_t(w[2 * i]);
       precise double uf = double(u >> 11) * 1.1102230246251565e-16lf;
@@ -245,6 +262,7 @@ uvec2 element(uvec4 w, uint i) {
       precise double v = pc.da + t;
       return bits64(v);
     }
+#endif
     float u;
     if (DTYPE == kF16) {
       u = float(w[i] >> 21) * 4.8828125e-04;
@@ -285,6 +303,7 @@ void block_values(uint k, out uvec2 v[4]) {
   v[2] = uvec2(0u);
   v[3] = uvec2(0u);
   if (OP == kNormal) {
+#ifdef MPSRT_RANDOM_F64
     if (DTYPE == kF64) {
       double z0, z1, z2, z3;
       box_muller_f64(w.x, w.y, z0, z1);
@@ -295,7 +314,10 @@ void block_values(uint k, out uvec2 v[4]) {
       v[1] = bits64(v1);
       v[2] = bits64(v2);
       v[3] = bits64(v3);
-    } else {
+      return;
+    }
+#endif
+    {
       float z0, z1, z2, z3;
       box_muller_f32(w.x, w.y, z0, z1);
       box_muller_f32(w.z, w.w, z2, z3);
