@@ -10,9 +10,9 @@ KNOWN=""
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 status=0
-for src in csrc/kernels/*.comp csrc/kernels/runtime/*.comp; do
+for src in csrc/kernels/*/*.comp; do
   name=$(basename "$src" .comp)
-  glslc --target-env=vulkan1.2 -O -I csrc/kernels -o "$out/$name.spv" "$src"
+  glslc --target-env=vulkan1.2 -O -I csrc/kernels -I csrc/include -o "$out/$name.spv" "$src"
   if spirv-cross --msl --msl-version 20300 "$out/$name.spv" --output "$out/$name.metal" \
       > "$out/$name.log" 2>&1; then
     echo "msl: $name translates ($(wc -l < "$out/$name.metal") lines)"
