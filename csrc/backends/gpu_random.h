@@ -1,6 +1,6 @@
-// What the GPU backends' random kernels (vulkan random.comp, metal kernels.metal) take from a
-// RandomParams, computed once for both: the kernel variant (its specialisation constants) and
-// the argument fields every dispatch shares.
+// What the GPU backends' random kernels (vulkan random.comp, metal: the same GLSL translated to
+// MSL) take from a RandomParams, computed once for both: the kernel variant (its specialisation
+// constants) and the argument fields every dispatch shares.
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "mpsrt/error.h"
 

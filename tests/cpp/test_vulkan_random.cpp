@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 #include "element_value.h"
 
 namespace {

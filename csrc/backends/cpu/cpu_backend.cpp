@@ -26,8 +26,8 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_info.h"
-#include "backends/cpu/kernels.h"
 #include "backends/cpu/park.h"
+#include "backends/cpu/simd_ops.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/recording.h"
 #include "mpsrt/error.h"
@@ -137,13 +137,13 @@ struct AtHost {
 //    memory bandwidth, and splitting an in-cache 16 MiB memset across cores measured slower
 //    (64 against 106 GB/s). The pool serves the compute-bound random fills.
 struct ExecContext {
-  const Kernels* kernels = nullptr;
+  const SimdOps* ops = nullptr;
   ThreadPool* pool = nullptr;
   size_t nt_fill_threshold = 0;
 };
 
 void run_fill(const ExecContext& ctx, uint8_t* dst, size_t n, uint64_t pattern) {
-  ctx.kernels->fill(dst, n, pattern, n >= ctx.nt_fill_threshold);
+  ctx.ops->fill(dst, n, pattern, n >= ctx.nt_fill_threshold);
 }
 
 // Random fills are compute-bound (~0.5 ns per word): past kParallelRandomBytes the elements
@@ -163,7 +163,7 @@ void run_random_unaligned(const ExecContext& ctx, uint8_t* dst, const backend::R
     backend::RandomParams q = p;
     q.count = std::min(kChunk, p.count - first);
     q.offset = p.offset + backend::random_words(before) / 4;
-    ctx.kernels->random(reinterpret_cast<uint8_t*>(tmp.get()), q, 0, q.count);
+    ctx.ops->random(reinterpret_cast<uint8_t*>(tmp.get()), q, 0, q.count);
     std::memcpy(dst + first * es, tmp.get(), q.count * es);
   }
 }
@@ -177,7 +177,7 @@ void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParam
   }
   const size_t bytes = n * dtype_size(p.dtype);
   if (ctx.pool == nullptr || ctx.pool->helpers() == 0 || bytes < kParallelRandomBytes) {
-    ctx.kernels->random(dst, p, 0, n);
+    ctx.ops->random(dst, p, 0, n);
     return;
   }
   const uint64_t parts = static_cast<uint64_t>(ctx.pool->helpers() + 1) * 4;
@@ -185,7 +185,7 @@ void run_random(const ExecContext& ctx, uint8_t* dst, const backend::RandomParam
   const int count = static_cast<int>((n + chunk - 1) / chunk);
   ctx.pool->run(count, [&](int i) {
     const uint64_t first = static_cast<uint64_t>(i) * chunk;
-    ctx.kernels->random(dst, p, first, std::min(chunk, n - first));
+    ctx.ops->random(dst, p, first, std::min(chunk, n - first));
   });
 }
 
@@ -195,7 +195,7 @@ void run_copy(const ExecContext& ctx, uint8_t* dst, const uint8_t* src, size_t n
     std::memmove(dst, src, n);  // overlapping ranges: order matters, stay serial
     return;
   }
-  ctx.kernels->copy(dst, src, n, /*nt=*/false);
+  ctx.ops->copy(dst, src, n, /*nt=*/false);
 }
 
 // The recorded commands (backend::Recorder), run by execute().
@@ -380,7 +380,7 @@ class CpuDevice final : public backend::Device {
     info_.max_buffer_size = info_.total_memory;
     info_.unified_memory = true;
     info_.timestamp_period_ns = 1.0;
-    ctx_.kernels = &kernels_for(isa);
+    ctx_.ops = &simd_ops_for(isa);
     info_.details = std::string("kernels=") + isa_name(isa);
     info_.cpu_type = true;
     ctx_.pool = pool_.get();

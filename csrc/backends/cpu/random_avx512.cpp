@@ -2,11 +2,11 @@
 // only when the CPU reports them): philox_simd.h and normal_impl.h over simd::Avx512 (8 blocks
 // per register; 8 doubles / 16 floats), with the float16 / bfloat16 uniform and the float32
 // normal fused with Philox. Bit-identical to the scalar table (random_scalar.cpp).
-#include "backends/cpu/kernels.h"
 #include "backends/cpu/normal_impl.h"
 #include "backends/cpu/philox_simd.h"
 #include "backends/cpu/random_impl.h"
 #include "backends/cpu/simd_avx512.h"
+#include "backends/cpu/simd_ops.h"
 
 namespace mpsrt::cpu {
 namespace {

@@ -463,7 +463,7 @@ void bernoulli_op(void* dst, const RandomParams& p, uint64_t first, uint64_t n) 
   }
 }
 
-/// The table's Kernels::random: elements [first, first + n) of the fill p.
+/// The table's SimdOps::random: elements [first, first + n) of the fill p.
 template <class G>
 void random_impl(void* dst, const RandomParams& p, uint64_t first, uint64_t n) {
   if (n == 0) return;

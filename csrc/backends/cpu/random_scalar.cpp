@@ -3,9 +3,9 @@
 // (see random_impl.h).
 #include <cstring>
 
-#include "backends/cpu/kernels.h"
 #include "backends/cpu/normal_impl.h"
 #include "backends/cpu/random_impl.h"
+#include "backends/cpu/simd_ops.h"
 #include "backends/cpu/simd_scalar.h"
 #include "mpsrt/philox.h"
 

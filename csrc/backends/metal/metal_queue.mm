@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 #include "backends/gpu_queue.h"
 #include "backends/metal/metal_common.h"
 #include "mpsrt/error.h"

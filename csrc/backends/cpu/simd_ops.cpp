@@ -1,4 +1,4 @@
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 
 namespace mpsrt::cpu {
 
@@ -38,14 +38,14 @@ Isa best_isa() noexcept {
   return Isa::Scalar;
 }
 
-const Kernels& kernels_for(Isa isa) noexcept {
+const SimdOps& simd_ops_for(Isa isa) noexcept {
 #if defined(MPSRT_HAVE_X86_KERNELS)
-  if (isa == Isa::Avx512) return kAvx512Kernels;
-  if (isa == Isa::Avx2) return kAvx2Kernels;
+  if (isa == Isa::Avx512) return kAvx512Ops;
+  if (isa == Isa::Avx2) return kAvx2Ops;
 #else
   (void)isa;
 #endif
-  return kScalarKernels;
+  return kScalarOps;
 }
 
 uint64_t replicate_pattern(uint64_t pattern, unsigned pattern_size) noexcept {

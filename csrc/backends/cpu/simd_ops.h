@@ -1,4 +1,5 @@
-// Fill and copy kernels of the cpu backend, one table per instruction set, chosen at run time.
+// The cpu backend's fill, copy and random routines, one table per instruction set, chosen at run
+// time ("kernels" in mpsrt names the GPU kernels of csrc/kernels only).
 #pragma once
 
 #include <cstddef>
@@ -10,9 +11,9 @@ namespace mpsrt::cpu {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
-/// Kernel entry points. `nt` asks for non-temporal stores (large buffers that would only
+/// The routines. `nt` asks for non-temporal stores (large buffers that would only
 /// evict the cache); the scalar table ignores it.
-struct Kernels {
+struct SimdOps {
   Isa isa;
   /// Writes n bytes at dst; byte i is byte (i % 8) of the little-endian `pattern8` (a 1-, 2-,
   /// 4- or 8-byte pattern replicated to 8 bytes).
@@ -31,7 +32,7 @@ bool isa_supported(Isa isa) noexcept;
 /// The best table this CPU supports.
 Isa best_isa() noexcept;
 /// The table for isa; isa must be supported.
-const Kernels& kernels_for(Isa isa) noexcept;
+const SimdOps& simd_ops_for(Isa isa) noexcept;
 
 /// True when all 8 bytes of a replicated pattern are equal (a memset).
 inline bool is_byte_pattern(uint64_t p8) noexcept {
@@ -41,16 +42,16 @@ inline bool is_byte_pattern(uint64_t p8) noexcept {
 /// Replicates a 1-, 2-, 4- or 8-byte pattern to 8 bytes.
 uint64_t replicate_pattern(uint64_t pattern, unsigned pattern_size) noexcept;
 
-// Per-ISA tables (defined in kernels_<isa>.cpp).
-extern const Kernels kScalarKernels;
+// Per-ISA tables (defined in simd_ops_<isa>.cpp).
+extern const SimdOps kScalarOps;
 #if defined(MPSRT_HAVE_X86_KERNELS)
-extern const Kernels kAvx2Kernels;
-extern const Kernels kAvx512Kernels;
+extern const SimdOps kAvx2Ops;
+extern const SimdOps kAvx512Ops;
 #endif
 
-/// The random-number kernels' signature (Kernels::random).
+/// The random-number kernels' signature (SimdOps::random).
 using RandomFn = void (*)(void* dst, const backend::RandomParams& p, uint64_t first, uint64_t n);
-/// True when Kernels::random implements op with output dtype (the others write nothing); the
+/// True when SimdOps::random implements op with output dtype (the others write nothing); the
 /// rule is mpsrt::random_supported(). IntRange writes two's complement.
 using backend::random_supported;
 

@@ -1,4 +1,4 @@
-// Tests of the cpu backend's random-number kernels (Kernels::random, backends/cpu/random_*.cpp)
+// Tests of the cpu backend's random-number kernels (SimdOps::random, backends/cpu/random_*.cpp)
 // against mpsrt/philox.h: Random123's known answers for the Philox reference, the scalar table
 // against an independent restatement of the stream definition and transforms, and every other
 // supported table against the scalar one, bit for bit (normal too), over
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 #include "mpsrt/philox.h"
 
 namespace {
@@ -448,7 +448,7 @@ class Dest {
 // The scalar table's elements [0, count).
 std::vector<uint8_t> scalar_fill(const RandomParams& p, uint64_t count) {
   std::vector<uint8_t> out(count * elem_size(p.dtype) + 8);
-  mpsrt::cpu::kernels_for(Isa::Scalar).random(out.data(), p, 0, count);
+  mpsrt::cpu::simd_ops_for(Isa::Scalar).random(out.data(), p, 0, count);
   return out;
 }
 
@@ -609,7 +609,7 @@ TEST(RandomKernelScalar, NormalFloat32IsComputedInFloat32) {
   p.b = 2.0;
   const uint64_t n = 40001;  // odd: the last pair's sine is dropped
   std::vector<float> got(n);
-  mpsrt::cpu::kernels_for(Isa::Scalar).random(got.data(), p, 0, n);
+  mpsrt::cpu::simd_ops_for(Isa::Scalar).random(got.data(), p, 0, n);
   uint64_t moved = 0;
   for (uint64_t e = 0; e < n; ++e) {
     const uint32_t w0 = philox::word(p.seed, p.offset, e & ~uint64_t(1));
@@ -678,7 +678,7 @@ class RandomKernelIsa : public ::testing::TestWithParam<IsaOp> {
  protected:
   Isa isa() const { return GetParam().isa; }
   RandomOp op() const { return GetParam().op; }
-  const mpsrt::cpu::Kernels& k() const { return mpsrt::cpu::kernels_for(isa()); }
+  const mpsrt::cpu::SimdOps& k() const { return mpsrt::cpu::simd_ops_for(isa()); }
   // The large count exists for the SIMD tables' fused bodies and streaming stores; the scalar
   // table has neither (one loop for every count), so it takes a count past its 1024-element
   // chunks at a fraction of the time (its float32 normal calls fmaf per operation, which
@@ -771,7 +771,7 @@ INSTANTIATE_TEST_SUITE_P(RandomKernel, RandomKernelIsa, ::testing::ValuesIn(isa_
 
 class RandomKernelTable : public ::testing::TestWithParam<Isa> {
  protected:
-  const mpsrt::cpu::Kernels& k() const { return mpsrt::cpu::kernels_for(GetParam()); }
+  const mpsrt::cpu::SimdOps& k() const { return mpsrt::cpu::simd_ops_for(GetParam()); }
 };
 
 TEST_P(RandomKernelTable, TableMatchesItsIsa) {
@@ -956,7 +956,7 @@ NormalErrors normal_errors(Isa isa, RandomDType dt, uint64_t count, uint64_t see
     const uint64_t n = std::min(kPiece, count - done);
     p.offset = done / 4;  // kPiece is a multiple of 4: consecutive pieces of one stream
     p.count = n;
-    mpsrt::cpu::kernels_for(isa).random(buf.data(), p, 0, n);
+    mpsrt::cpu::simd_ops_for(isa).random(buf.data(), p, 0, n);
     SpecWords w(p.seed, p.offset);
     for (uint64_t e = 0; e < n; ++e) {
       const uint64_t got = load_elem(buf.data() + e * s, s);
@@ -1050,7 +1050,7 @@ TEST(RandomKernelBench, DISABLED_Throughput) {
       p.seed = 7;
       const uint64_t n = bytes / elem_size(it.dt);
       p.count = n;
-      const auto& fn = mpsrt::cpu::kernels_for(isa).random;
+      const auto& fn = mpsrt::cpu::simd_ops_for(isa).random;
       fn(buf, p, 0, n);  // warm the pages
       double best = 1e30;
       for (int rep = 0; rep < 5; ++rep) {

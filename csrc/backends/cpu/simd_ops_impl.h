@@ -1,5 +1,5 @@
 // The fill/copy algorithms, written once over an instruction set's simd.h layer S and
-// instantiated per ISA in kernels_<isa>.cpp (each compiled with its own -m flags): registers of
+// instantiated per ISA in simd_ops_<isa>.cpp (each compiled with its own -m flags): registers of
 // S::I (8-byte words on the scalar layer), S::set1_64, S::loadu, S::store<M> and S::fence.
 // Everything here has internal linkage, so the linker can never merge an AVX-512 instantiation
 // into the scalar path.
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/kernels.h"
 #include "backends/cpu/simd.h"
+#include "backends/cpu/simd_ops.h"
 
 namespace mpsrt::cpu {
 namespace {
@@ -103,8 +103,8 @@ void copy_impl(void* dst_v, const void* src_v, size_t n, bool nt) {
 }
 
 template <class S>
-constexpr Kernels make_kernels(Isa isa, RandomFn random) {
-  return Kernels{isa, &fill_impl<S>, &copy_impl<S>, random};
+constexpr SimdOps make_simd_ops(Isa isa, RandomFn random) {
+  return SimdOps{isa, &fill_impl<S>, &copy_impl<S>, random};
 }
 
 }  // namespace

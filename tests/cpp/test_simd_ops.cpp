@@ -1,4 +1,4 @@
-// Tests of the cpu backend's fill and copy kernels (backends/cpu/kernels.h), for every
+// Tests of the cpu backend's fill and copy kernels (backends/cpu/simd_ops.h), for every
 // instruction set this build and this CPU support, with and without streaming stores, at
 // every destination misalignment within a cache line. Every byte of the result is checked,
 // as are the guard bytes on both sides of the range.
@@ -15,12 +15,12 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_ops.h"
 
 namespace {
 
 using mpsrt::cpu::Isa;
-using mpsrt::cpu::Kernels;
+using mpsrt::cpu::SimdOps;
 
 constexpr size_t kLine = 64;      // largest vector width, and the misalignments covered
 constexpr size_t kGuardLen = 64;  // guard bytes checked on each side of a range
@@ -80,7 +80,7 @@ template <class Want>
 
 class KernelTest : public ::testing::TestWithParam<Isa> {
  protected:
-  const Kernels& k() const { return mpsrt::cpu::kernels_for(GetParam()); }
+  const SimdOps& k() const { return mpsrt::cpu::simd_ops_for(GetParam()); }
 
   // Fills n bytes at destination misalignment mis and checks the result and the guards.
   ::testing::AssertionResult fill_once(Scratch& s, size_t n, size_t mis, uint64_t p8, bool nt) {
@@ -217,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Supported, CopyKernelTest, ::testing::ValuesIn(supporte
 
 // ---------------------------------------------------------------- tables, names, patterns
 
-TEST(Kernels, ReplicatePattern) {
+TEST(SimdOps, ReplicatePattern) {
   using mpsrt::cpu::replicate_pattern;
   EXPECT_EQ(replicate_pattern(0xAB, 1), 0xABABABABABABABABULL);
   EXPECT_EQ(replicate_pattern(0x00, 1), 0ULL);
@@ -231,7 +231,7 @@ TEST(Kernels, ReplicatePattern) {
   EXPECT_EQ(replicate_pattern(0x0123456789ABCDEFULL, 4), 0x89ABCDEF89ABCDEFULL);
 }
 
-TEST(Kernels, ScalarAndBestAreSupported) {
+TEST(SimdOps, ScalarAndBestAreSupported) {
   using mpsrt::cpu::isa_supported;
   EXPECT_TRUE(isa_supported(Isa::Scalar));
   const Isa best = mpsrt::cpu::best_isa();
@@ -241,7 +241,7 @@ TEST(Kernels, ScalarAndBestAreSupported) {
         << mpsrt::cpu::isa_name(isa) << " is supported but best_isa() is "
         << mpsrt::cpu::isa_name(best);
   }
-  for (Isa isa : supported_isas()) EXPECT_EQ(mpsrt::cpu::kernels_for(isa).isa, isa);
+  for (Isa isa : supported_isas()) EXPECT_EQ(mpsrt::cpu::simd_ops_for(isa).isa, isa);
 #if defined(__x86_64__)
   // The x86 tables are built on x86-64; support follows the CPU's feature flags.
   __builtin_cpu_init();
@@ -252,7 +252,7 @@ TEST(Kernels, ScalarAndBestAreSupported) {
 #endif
 }
 
-TEST(Kernels, IsaNamesRoundTrip) {
+TEST(SimdOps, IsaNamesRoundTrip) {
   EXPECT_STREQ(mpsrt::cpu::isa_name(Isa::Scalar), "scalar");
   EXPECT_STREQ(mpsrt::cpu::isa_name(Isa::Avx2), "avx2");
   EXPECT_STREQ(mpsrt::cpu::isa_name(Isa::Avx512), "avx512");
