@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import mpsrt
-from mpsrt import profiler
-from mpsrt._C import _bench
+from mpsrt import _bench, profiler
 
 from .timing import Row, Stats, measure_interleaved, progress
 
