@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
