@@ -4,7 +4,7 @@
 #   - with a g++ whose lto-wrapper cannot run ("ld: error: could not run lto-wrapper"), the
 #     configure falls back to no LTO and says why (MPSRT_LTO=AUTO), and MPSRT_LTO=ON refuses;
 #   - built Release with -DMPSRT_STATIC_LIBSTDCXX=ON, the module needs no libstdc++.so or
-#     libgcc_s.so and exports only PyInit__C;
+#     libgcc_s.so and exports only PyInit__C (and so does the bench's module, PyInit__bench);
 #   - in a process that loaded a shared libstdc++ first (numpy, torch, libstdc++.so.6 with
 #     RTLD_GLOBAL), the runtime resets on every backend, shows its options, raises its errors and
 #     runs a few ops (.ci/foreign_libstdcxx_check.py), and not one symbol of the module binds to
@@ -69,22 +69,24 @@ timeout 900 cmake --build "$out/build" >"$out/build.log" 2>&1 || {
 }
 cmake --install "$out/build" --prefix "$out/pkg" >/dev/null
 cp -r python/mpsrt/. "$out/pkg/mpsrt/"
-so=$(ls "$out"/pkg/mpsrt/_C*.so)
-
-echo "-- linkage of $(basename "$so")"
-needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-echo "needs: $(echo "$needed" | tr '\n' ' ')"
-if echo "$needed" | grep -E -q 'libstdc\+\+|libgcc_s'; then
-  echo "MPSRT_STATIC_LIBSTDCXX=ON left a shared libstdc++ or libgcc_s in the module's needs"
-  exit 1
-fi
-exports=$(nm -D --defined-only "$so" | awk '{print $NF}')
-if [ "$exports" != "PyInit__C" ]; then
-  echo "the module must export only PyInit__C; it exports $(echo "$exports" | wc -l) symbols:"
-  echo "$exports" | head -n 20
-  exit 1
-fi
-echo "exports: PyInit__C only"
+for name in _C _bench; do
+  so=$(ls "$out"/pkg/mpsrt/$name.*.so)
+  echo "-- linkage of $(basename "$so")"
+  needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  echo "needs: $(echo "$needed" | tr '\n' ' ')"
+  if echo "$needed" | grep -E -q 'libstdc\+\+|libgcc_s'; then
+    echo "MPSRT_STATIC_LIBSTDCXX=ON left a shared libstdc++ or libgcc_s in the module's needs"
+    exit 1
+  fi
+  exports=$(nm -D --defined-only "$so" | awk '{print $NF}')
+  if [ "$exports" != "PyInit_$name" ]; then
+    echo "the module must export only PyInit_$name; it exports $(echo "$exports" | wc -l) symbols:"
+    echo "$exports" | head -n 20
+    exit 1
+  fi
+  echo "exports: PyInit_$name only"
+done
+so=$(ls "$out"/pkg/mpsrt/_C.*.so)
 
 echo "-- the module beside the process's shared libstdc++"
 torch_device=0

@@ -5,9 +5,10 @@
 - the file name and `auditwheel show` name a manylinux tag;
 - the only libraries outside the manylinux policy are torch's own (libtorch*, libc10*,
   libshm*), which the prebuilt PyTorch glue links and torch provides at run time
-  (`auditwheel repair --exclude`), and the extension module mpsrt._C needs none of them;
-- mpsrt._C has no DT_NEEDED on libvulkan (volk is compiled in: the wheel imports where Vulkan
-  is absent);
+  (`auditwheel repair --exclude`), and the extension modules need none of them;
+- the wheel carries the two extension modules, mpsrt._C (the runtime) and mpsrt._bench (the
+  bench's hooks, which reach mpsrt._C's runtime through a capsule), and neither has a DT_NEEDED
+  on libvulkan (volk is compiled into mpsrt._C: the wheel imports where Vulkan is absent);
 - with --expect-glue, the wheel carries at least one prebuilt glue in mpsrt/torch/_prebuilt/.
 Linux only (readelf from binutils, auditwheel on PATH). Exits 1 with the reasons on failure.
 """
@@ -23,6 +24,7 @@ import tempfile
 import zipfile
 
 TORCH_LIBS = ("libtorch*.so*", "libc10*.so*", "libshm*.so*")
+EXTENSION_MODULES = ("_C", "_bench")
 
 
 def needed(path: str) -> list[str]:
@@ -56,10 +58,13 @@ def check(wheel: str, expect_glue: bool) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as z:
         z.extractall(tmp)
         members = z.namelist()
-        modules = [m for m in members if m.startswith("mpsrt/_C") and m.endswith(".so")]
         glues = [m for m in members if m.startswith("mpsrt/torch/_prebuilt/") and m[-1] != "/"]
-        if len(modules) != 1:
-            errors.append(f"expected one extension module mpsrt/_C*.so, found {modules}")
+        modules = []
+        for name in EXTENSION_MODULES:
+            found = [m for m in members if m.startswith(f"mpsrt/{name}.") and m.endswith(".so")]
+            if len(found) != 1:
+                errors.append(f"expected one extension module mpsrt/{name}*.so, found {found}")
+            modules += found
         for m in modules:
             deps = needed(os.path.join(tmp, m))
             print(f"{m}  needs {', '.join(deps)}")

@@ -8,7 +8,7 @@ the others.
 from __future__ import annotations
 
 import mpsrt
-from mpsrt._C import _bench
+from mpsrt import _bench
 
 from .timing import Row, measure_interleaved, progress
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import mpsrt
-from mpsrt._C import _bench
+from mpsrt import _bench
 
 from .peers import Goal, Peers, current, gpu_goal, versus
 from .timing import Row, Stats, measure, progress

@@ -20,7 +20,7 @@ from typing import Callable
 
 import mpsrt
 import numpy as np
-from mpsrt._C import _bench
+from mpsrt import _bench
 
 from .peers import Goal, Peers, big_size, cpu_goals, current, goal_peer, gpu_goal, versus
 from .timing import Row, gbps, measure_interleaved, progress

@@ -22,7 +22,7 @@ import resource
 
 import mpsrt
 import numpy as np
-from mpsrt._C import _bench
+from mpsrt import _bench
 
 from .peers import Goal, Peers, cpu_goals, current, versus
 from .timing import Row, measure_interleaved, progress

@@ -2,7 +2,7 @@
 encoding a command, Python ranges beside torch.profiler.record_function, and exporting a
 trace of one million records.
 
-C++ figures come from mpsrt._C._bench (loops timed in C++); Python figures time a plain loop
+C++ figures come from mpsrt._bench (loops timed in C++); Python figures time a plain loop
 of 10,000 `with ...: pass` blocks, interleaved with the peer's.
 """
 
@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import mpsrt
-from mpsrt import profiler
-from mpsrt._C import _bench
+from mpsrt import _bench, profiler
 
 from .timing import Row, Stats, measure_interleaved, progress
 

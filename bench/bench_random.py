@@ -172,7 +172,7 @@ def _mlx_peer(kind: str, dtype: str, n: int) -> tuple[str, Peer]:
 def _memset_gbs(nbytes: int, repeats: int) -> float:
     """C memset of nbytes of host-visible device memory (pages faulted in first), in GB/s."""
     import mpsrt
-    from mpsrt._C import _bench
+    from mpsrt import _bench
 
     heap = _bench.RawHeap(nbytes)
     heap.fill(0)
@@ -287,7 +287,7 @@ def _host_memory_rows(quick: bool, backend: str) -> list[Row]:
     # compute-bound fills hold only where the machine gives a second core.
     ceiling = 0.0
     if backend == "cpu":
-        from mpsrt._C import _bench
+        from mpsrt import _bench
 
         ceiling = float(np.median([_bench.thread_scaling() for _ in range(3)]))
     for kind, dtype in cases:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mpsrt
 import numpy as np
-from mpsrt._C import _bench
+from mpsrt import _bench
 
 from .peers import Goal, Peers, cpu_goals, current, gpu_goal, versus
 from .timing import Row, measure_interleaved, progress

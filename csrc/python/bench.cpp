@@ -1,6 +1,11 @@
-// Measurement hooks for `python -m bench`: C baselines (memset, memcpy) and raw device memory
-// driven through the default stream, so that the Python side times both the same way.
-// Raw heaps come from mpsrt/testing.h; none of this is part of the API.
+// The extension module mpsrt._bench: the measurement hooks of `python -m bench`, apart from the
+// production module mpsrt._C, so that `import mpsrt` never loads them. It links no core: the
+// runtime's paths are timed by the loops that mpsrt._C exports in the capsule
+// mpsrt._C._bench_hooks, on the one runtime of the process. What each hook times, and why the
+// loops live in mpsrt._C, is documented once, in bench_hooks.h. Here: the Python bindings of
+// those hooks, raw heaps (driven through the device's default stream) and the C baselines
+// (memset, memcpy, posix_memalign, two threads) that mpsrt's numbers are compared with.
+#include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -9,23 +14,57 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
-#include "mpsrt/allocator.h"
-#include "mpsrt/error.h"
-#include "mpsrt/event.h"
-#include "mpsrt/profiler.h"
-#include "mpsrt/stream.h"
-#include "mpsrt/testing.h"
-#include "python/bindings.h"
-
-namespace mpsrt::python {
+#include "python/bench_hooks.h"
 
 namespace {
+
+namespace nb = nanobind;
+using mpsrt::python::BenchHeap;
+using mpsrt::python::BenchHooks;
+using mpsrt::python::BenchStatus;
+
+const BenchHooks* g_hooks = nullptr;  // set once, by the module's init
+
+const BenchHooks& hooks() {
+  return *g_hooks;
+}
+
+/// mpsrt::OutOfMemory from the table: raised as mpsrt.OutOfMemoryError (a RuntimeError).
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Raises what a failed hook left: ValueError, mpsrt.OutOfMemoryError or RuntimeError.
+void check(BenchStatus status) {
+  if (status == mpsrt::python::kBenchOk) return;
+  const std::string msg = hooks().last_error();
+  if (status == mpsrt::python::kBenchValueError) throw std::invalid_argument(msg);
+  if (status == mpsrt::python::kBenchOutOfMemory) throw OutOfMemory(msg);
+  throw std::runtime_error(msg);
+}
+
+/// The table from mpsrt._C, checked: both modules come from one build.
+const BenchHooks* load_hooks() {
+  const nb::object capsule = nb::module_::import_("mpsrt._C").attr("_bench_hooks");
+  auto* table = static_cast<const BenchHooks*>(
+      PyCapsule_GetPointer(capsule.ptr(), mpsrt::python::kBenchHooksCapsule));
+  if (table == nullptr) throw nb::python_error();
+  if (table->version != mpsrt::python::kBenchHooksVersion || table->size < sizeof(BenchHooks)) {
+    throw std::runtime_error(
+        "[bench] mpsrt._bench was built for bench hooks version " +
+        std::to_string(mpsrt::python::kBenchHooksVersion) + ", but mpsrt._C has version " +
+        std::to_string(table->version) +
+        "; the two modules come from different builds: reinstall mpsrt (pip install .)");
+  }
+  return table;
+}
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -33,10 +72,26 @@ int64_t steady_ns() {
       .count();
 }
 
-// mpsrt::testing::RawHeap with the C baselines on its memory.
-class RawHeap : public testing::RawHeap {
+// ---------------------------------------------------------------- raw heaps
+
+// A raw heap of mpsrt._C's runtime (mpsrt::testing::RawHeap), with the C baselines on its
+// memory.
+class RawHeap {
  public:
-  using testing::RawHeap::RawHeap;
+  RawHeap(size_t nbytes, int device) { check(hooks().heap_create(nbytes, device, &heap_)); }
+  ~RawHeap() { hooks().heap_destroy(heap_); }
+  RawHeap(const RawHeap&) = delete;
+  RawHeap& operator=(const RawHeap&) = delete;
+
+  size_t nbytes() const { return hooks().heap_nbytes(heap_); }
+  uint8_t* host() const {
+    uint8_t* p = nullptr;
+    check(hooks().heap_host(heap_, &p));
+    return p;
+  }
+  void fill(uint64_t value, unsigned size) { check(hooks().heap_fill(heap_, value, size)); }
+  void copy_from(const RawHeap& src) { check(hooks().heap_copy_from(heap_, src.heap_)); }
+
   // Through volatile pointers, so the compiler cannot inline `rep movsb`/`rep stosb` in their
   // place: these measure the C library's functions.
   void c_memset(int value) {
@@ -44,7 +99,7 @@ class RawHeap : public testing::RawHeap {
     fn(host(), value, nbytes());
   }
   void c_memcpy_from(const RawHeap& src) {
-    if (src.nbytes() != nbytes()) detail::throw_invalid("[bench] heaps differ in size");
+    if (src.nbytes() != nbytes()) throw std::invalid_argument("[bench] heaps differ in size");
     void* (*volatile fn)(void*, const void*, size_t) = &std::memcpy;
     fn(host(), src.host(), nbytes());
   }
@@ -52,58 +107,12 @@ class RawHeap : public testing::RawHeap {
     size_t shape[1] = {nbytes()};
     return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(host(), 1, shape, owner);
   }
-};
-
-/// A profiling session for the scope of a measurement (when asked for).
-class Session {
- public:
-  explicit Session(bool on) : on_(on) {
-    if (on_) profiler::start(profiler::kInterval);
-  }
-  ~Session() {
-    if (on_) profiler::stop();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
 
  private:
-  bool on_;
+  BenchHeap* heap_ = nullptr;
 };
 
-// ---------------------------------------------------------------- the measurements
-// Each loop runs in C++ with the GIL released, so that no Python overhead is in its numbers.
-
-// `iters` commits of an empty command buffer, each waited for, in ns; idle_us > 0 sleeps
-// before each one, so the queue's worker has parked.
-std::vector<int64_t> commit_wait_ns(int iters, int idle_us, int device) {
-  Stream s = default_stream(device);
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(iters));
-  for (int i = 0; i < iters; ++i) {
-    if (idle_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
-    const int64_t t0 = steady_ns();
-    s.commit(SyncType::CommitAndWait);
-    out.push_back(steady_ns() - t0);
-  }
-  return out;
-}
-
-double alloc_free_ns(size_t nbytes, int iters, bool miss) {
-  // The caching allocator from C++: a Buffer made and freed. A hit reuses the cached block; a
-  // miss empties the cache first, so each Buffer needs a new heap.
-  Buffer warm(nbytes);
-  warm.reset();
-  if (miss) empty_cache();
-  const int64_t t0 = steady_ns();
-  for (int i = 0; i < iters; ++i) {
-    Buffer b(nbytes);
-    if (miss) {
-      b.reset();
-      empty_cache();
-    }
-  }
-  return static_cast<double>(steady_ns() - t0) / iters;
-}
+// ---------------------------------------------------------------- the C baselines
 
 double posix_memalign_free_ns(size_t nbytes, int iters) {
   int (*volatile alloc)(void**, size_t, size_t) = &posix_memalign;
@@ -138,65 +147,48 @@ double thread_scaling(int64_t iters) {
   return 2.0 * one / two;
 }
 
+// ---------------------------------------------------------------- the runtime's loops
+
+std::vector<int64_t> commit_wait_ns(int iters, int idle_us, int device) {
+  if (iters < 0) throw std::invalid_argument("[bench] commit_wait_ns: iters must be >= 0");
+  std::vector<int64_t> out(static_cast<size_t>(iters));
+  check(hooks().commit_wait_ns(iters, idle_us, device, out.data()));
+  return out;
+}
+
+double alloc_free_ns(size_t nbytes, int iters, bool miss) {
+  double ns = 0;
+  check(hooks().alloc_free_ns(nbytes, iters, miss, &ns));
+  return ns;
+}
+
 double event_record_query_ns(int iters) {
-  // An event recorded on the current stream and queried at once, from C++.
-  Stream s = current_stream();
-  Event e;
-  const int64_t t0 = steady_ns();
-  for (int i = 0; i < iters; ++i) {
-    e.record(s);
-    (void)e.query();
-  }
-  const int64_t t1 = steady_ns();
-  s.synchronize();
-  return static_cast<double>(t1 - t0) / iters;
+  double ns = 0;
+  check(hooks().event_record_query_ns(iters, &ns));
+  return ns;
 }
 
 double encode_fill_ns(int iters, bool profiled) {
-  // Encoding one small fill into the open command buffer (no commit), from C++; with
-  // `profiled`, inside a profiling session (interval mode).
-  Session session(profiled);
-  Stream s = current_stream();
-  Buffer b(256, s);
-  s.synchronize();
-  const int64_t t0 = steady_ns();
-  for (int i = 0; i < iters; ++i) {
-    b.fill(static_cast<uint64_t>(i), 1, s);
-    if ((i & 255) == 255) s.commit(SyncType::Commit);  // keep the batch bounded
-  }
-  const int64_t t1 = steady_ns();
-  s.synchronize();
-  return static_cast<double>(t1 - t0) / iters;
+  double ns = 0;
+  check(hooks().encode_fill_ns(iters, profiled, &ns));
+  return ns;
 }
 
 double signpost_ns(int iters, bool profiled) {
-  // One profiler::mark() from C++, with the profiler off or in a session.
-  Session session(profiled);
-  const int64_t t0 = steady_ns();
-  for (int i = 0; i < iters; ++i) profiler::mark("bench");
-  return static_cast<double>(steady_ns() - t0) / iters;
+  double ns = 0;
+  check(hooks().signpost_ns(iters, profiled, &ns));
+  return ns;
 }
 
 std::tuple<double, uint64_t, uint64_t> profile_export(uint64_t records, const std::string& path) {
-  // A session of about `records` records (fills: an encode and a device interval each, a
-  // command buffer per 256), then export_trace timed alone.
-  {
-    Session session(true);
-    Stream s = current_stream();
-    Buffer b(256, s);
-    for (uint64_t i = 0; i < records / 2; ++i) {
-      b.fill(i, 1, s);
-      if ((i & 255) == 255) s.commit(SyncType::Commit);
-    }
-    s.synchronize();
-  }
-  const int64_t t0 = steady_ns();
-  const profiler::TraceSummary sum = profiler::export_trace(path);
-  const double secs = static_cast<double>(steady_ns() - t0) / 1e9;
-  return std::make_tuple(secs, sum.records, sum.dropped);
+  double seconds = 0;
+  uint64_t exported = 0, dropped = 0;
+  check(hooks().profile_export(records, path.c_str(), &seconds, &exported, &dropped));
+  return std::make_tuple(seconds, exported, dropped);
 }
 
 // ---------------------------------------------------------------- the registrations
+// Each loop runs in C++ with the GIL released, so that no Python overhead is in its numbers.
 
 // The C baselines and the machine: what mpsrt's numbers are compared with.
 void bind_baselines(nb::module_& m) {
@@ -243,14 +235,11 @@ void bind_raw_heap(nb::module_& m) {
   using nb::gil_scoped_release;
   nb::class_<RawHeap>(m, "RawHeap", "Raw device memory on the default stream (bench only).")
       .def(nb::init<size_t, int>(), nb::arg("nbytes"), nb::arg("device") = -1)
-      .def_prop_ro("nbytes", [](const RawHeap& h) { return h.nbytes(); })
-      .def(
-          "fill", [](RawHeap& h, uint64_t value, unsigned size) { h.fill(value, size); },
-          nb::arg("value"), nb::arg("pattern_size") = 1,
-          "Encodes a fill on the default stream (does not wait).")
-      .def(
-          "copy_from", [](RawHeap& h, const RawHeap& src) { h.copy_from(src); }, nb::arg("src"),
-          "Encodes a copy on the default stream (does not wait).")
+      .def_prop_ro("nbytes", &RawHeap::nbytes)
+      .def("fill", &RawHeap::fill, nb::arg("value"), nb::arg("pattern_size") = 1,
+           "Encodes a fill on the default stream (does not wait).")
+      .def("copy_from", &RawHeap::copy_from, nb::arg("src"),
+           "Encodes a copy on the default stream (does not wait).")
       .def("c_memset", &RawHeap::c_memset, nb::arg("value"), nb::call_guard<gil_scoped_release>(),
            "memset on the calling thread (the C baseline).")
       .def("c_memcpy_from", &RawHeap::c_memcpy_from, nb::arg("src"),
@@ -260,13 +249,24 @@ void bind_raw_heap(nb::module_& m) {
           "A uint8 view of the memory (valid while this object lives).");
 }
 
+// OutOfMemory as mpsrt._C's exception type (the module keeps it alive: it is in sys.modules).
+void translate_out_of_memory(const std::exception_ptr& p, void* oom_type) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const OutOfMemory& e) {
+    PyErr_SetString(static_cast<PyObject*>(oom_type), e.what());
+  }
+}
+
 }  // namespace
 
-void init_bench(nb::module_& m) {
+NB_MODULE(_bench, m) {
+  m.doc() = "Measurement hooks for `python -m bench` (bench only; not part of mpsrt's API).";
+  g_hooks = load_hooks();
+  const nb::object oom = nb::module_::import_("mpsrt._C").attr("OutOfMemoryError");
+  nb::register_exception_translator(translate_out_of_memory, oom.ptr());
   bind_baselines(m);
   bind_runtime_timings(m);
   bind_profiler_timings(m);
   bind_raw_heap(m);
 }
-
-}  // namespace mpsrt::python

@@ -32,9 +32,9 @@ void init_stream(nb::module_& m);
 /// Memory statistics, limits, reclaim callbacks and allocation history (Buffer: buffer.h).
 void init_memory(nb::module_& m);
 void init_profiler(nb::module_& m);
-/// The measurement hooks of `python -m bench` (bench.cpp), registered into mpsrt._C._bench on
-/// its first access (_C.cpp), never by `import mpsrt`.
-void init_bench(nb::module_& m);
+/// The capsule mpsrt._C._bench_hooks of `python -m bench`'s module mpsrt._bench
+/// (bench_hooks.h, bench_hooks.cpp).
+void init_bench_hooks(nb::module_& m);
 /// The C API capsule mpsrt._C._c_api (c_api.cpp; include/mpsrt/c_api.h).
 void init_c_api(nb::module_& m);
 

@@ -227,7 +227,7 @@ def discrete(peers_mod, monkeypatch: pytest.MonkeyPatch, backend: str):
     peer is torch's CPU device (not a GPU: goals shown, not judged). The device rows must not
     take host views of raw device memory: those calls fail here."""
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
-    from mpsrt._C import _bench
+    from mpsrt import _bench
 
     gpu_backends = [b for b in BACKENDS if b in AVAILABLE and b != "cpu"]
     if backend == "cpu" and gpu_backends:  # ~20 s a run: once, on the backend a GPU would use

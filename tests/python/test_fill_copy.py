@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import mpsrt
+import mpsrt._bench
 import numpy as np
 import pytest
 
-RawHeap = mpsrt._C._bench.RawHeap
+RawHeap = mpsrt._bench.RawHeap
 # Sizes around the vector widths, the L2 size and the parallel split (4 MiB).
 SIZES = [1, 7, 63, 64, 65, 255, 4099, (1 << 20) + 13, (6 << 20) + 24]
 

@@ -28,9 +28,9 @@ def test_typing_files_are_shipped() -> None:
     stub = (pkg / "_C.pyi").read_text()
     assert "def device_count() -> int" in stub
     assert "class DeviceProperties" in stub
-    # The module's __getattr__ (which makes _bench) is left out: it would type every misspelt
-    # name of mpsrt._C as valid.
-    assert "__getattr__" not in stub
+    # The bench's hooks are their own module (mpsrt._bench, no stubs); mpsrt._C's capsule for
+    # it is read by C++ only, and the module has no __getattr__ to type misspelt names as valid.
+    assert "_bench" not in stub and "__getattr__" not in stub
 
 
 def test_public_names() -> None:
@@ -41,38 +41,52 @@ def test_public_names() -> None:
 
 _BENCH_HOOKS = """\
 import sys
-import threading
 
 import mpsrt
 
 c = mpsrt._C
-assert "_bench" not in vars(c), "import mpsrt registered the benchmark hooks"
-assert not [m for m in sys.modules if "_bench" in m], sys.modules
+assert "mpsrt._bench" not in sys.modules, "import mpsrt loaded the benchmark hooks"
+assert not hasattr(c, "_bench") and not hasattr(c, "__getattr__"), vars(c).keys()
 try:
     c.no_such_name
 except AttributeError as e:
     assert str(e) == "module 'mpsrt._C' has no attribute 'no_such_name'", e
 else:
     raise AssertionError("no AttributeError")
-assert not hasattr(c, "no_such_name")
-got = []
-threads = [threading.Thread(target=lambda: got.append(c._bench)) for _ in range(4)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-from mpsrt._C import _bench
+from mpsrt import _bench
 
-assert len(got) == 4 and all(g is _bench for g in got) and c._bench is _bench
-assert _bench.__name__ == "mpsrt._C._bench" and _bench.noop() is None
-assert _bench.RawHeap.__module__ == "mpsrt._C._bench"
+assert _bench.__name__ == "mpsrt._bench" and _bench.noop() is None
+assert _bench.RawHeap.__module__ == "mpsrt._bench"
+# One runtime: the Buffers that the bench's loops make are counted by mpsrt._C's allocator.
+before = mpsrt.memory_stats()["allocation.all.allocated"]
+_bench.alloc_free_ns(4096, 10)
+assert mpsrt.memory_stats()["allocation.all.allocated"] - before == 11, mpsrt.memory_stats()
+# A raw heap's fill is encoded on mpsrt._C's default stream: waiting for that stream waits for it.
+heap = _bench.RawHeap(1 << 20)
+heap.fill(0x5A)
+mpsrt.default_stream().synchronize()
+if mpsrt.get_device_properties().unified_memory:  # else the heap has no host view
+    assert (heap.numpy() == 0x5A).all()
 """
 
 
-def test_the_bench_hooks_are_made_on_first_access() -> None:
-    # In a fresh interpreter: this one's tests reach mpsrt._C._bench already.
-    r = run_python(_BENCH_HOOKS)
+def test_the_bench_hooks_are_their_own_module_on_the_one_runtime(backend: str) -> None:
+    # In a fresh interpreter: this one's tests import mpsrt._bench already.
+    r = run_python(_BENCH_HOOKS, backend)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_bench_hooks_raise_the_runtime_errors() -> None:
+    from mpsrt import _bench
+
+    with pytest.raises(ValueError, match=r"^\[bench\] heaps differ in size"):
+        _bench.RawHeap(16).c_memcpy_from(_bench.RawHeap(32))
+    with pytest.raises(ValueError, match=r"pattern_size must be 1, 2, 4 or 8"):
+        _bench.RawHeap(16).fill(1, 3)
+    with pytest.raises(ValueError, match=r"^\[device\] invalid device index 99"):
+        _bench.commit_wait_ns(1, 0, 99)
+    with pytest.raises(ValueError, match=r"^\[bench\] commit_wait_ns: iters must be >= 0"):
+        _bench.commit_wait_ns(-1)
 
 
 # ---------------------------------------------------------------- typed stubs, checked by mypy
