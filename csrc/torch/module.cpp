@@ -2,8 +2,7 @@
 // every .cpp under this folder into one library against the installed torch
 // (mpsrt/torch/_glue.py: one translation unit; each file keeps its names in its own namespace)
 // and calls mpsrt_torch::_init (below) with the address of mpsrt's C API table (the capsule
-// mpsrt._C._c_api). Everything here reaches the runtime through that table only
-// (include/mpsrt/c_api.h): the process keeps ONE runtime, the one mpsrt._C holds.
+// mpsrt._C._c_api), its only way into the runtime (the README's "One runtime per process").
 //
 // The folder, by role:
 //   device/    the device runtime glue: runtime_client.* (the C API table and mpsrt's errors,

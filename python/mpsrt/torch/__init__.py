@@ -7,14 +7,9 @@ After the import, ``torch.empty(..., device="mpsrt")``, ``t.to("mpsrt")``, ``t.m
 ``mpsrt.memory_allocated()``, ``torch.mpsrt.memory_allocated()`` and
 ``torch.accelerator.memory_allocated()`` agree.
 
-How the process keeps ONE runtime: the glue torch calls (the files of csrc/torch, shipped
-in this package as ``mpsrt/torch/csrc``) is prebuilt for each supported torch minor version
-(``mpsrt/torch/_prebuilt``, loaded with no compiler) or else compiled against the installed
-torch at the first import (``torch.utils.cpp_extension.load``: cached, rebuilt when its source,
-mpsrt's version or torch's version changes; see ``_glue``) and reaches the runtime that
-``mpsrt._C`` holds only through mpsrt's versioned C API table, the capsule ``mpsrt._C._c_api``
-(header ``mpsrt/include/mpsrt/c_api.h``). It never links a copy of the core. See the README's
-"PyTorch device" section.
+The glue torch calls (``mpsrt/torch/csrc``, prebuilt or compiled at the first import: see
+``_glue``) reaches the runtime that ``mpsrt._C`` holds through mpsrt's C API table only: why and
+how, the README's "One runtime per process".
 """
 
 from __future__ import annotations
