@@ -40,11 +40,12 @@ const uint DT_U64 = MPSRT_DTYPE_ID_UINT64;
 #define MPSRT_SPEC(id, NAME, dflt) layout(constant_id = id) const uint NAME = dflt;
 #define MPSRT_GLSL_FIELD(t, n) t n;
 #define MPSRT_GLSL_ARRAY(t, n, k) t n[k];
-#define MPSRT_PUSH(FIELDS)                                                \
-  layout(push_constant) uniform Push {                                    \
-    uint base[8];                                                         \
-    FIELDS(MPSRT_GLSL_FIELD, MPSRT_GLSL_ARRAY)                            \
-  } pc;
+#define MPSRT_PUSH(FIELDS)                     \
+  layout(push_constant) uniform Push {         \
+    uint base[8];                              \
+    FIELDS(MPSRT_GLSL_FIELD, MPSRT_GLSL_ARRAY) \
+  }                                            \
+  pc;
 
 #else
 
@@ -79,14 +80,14 @@ constexpr bool std430(const size_t (&offset)[N], const size_t (&size)[N]) {
 #define MPSRT_CXX_OFFSET_A(t, n, k) offsetof(Push, n),
 #define MPSRT_CXX_SIZE(t, n) sizeof(MPSRT_GLSL_TYPE_##t),
 #define MPSRT_CXX_SIZE_A(t, n, k) sizeof(MPSRT_GLSL_TYPE_##t) * (k),
-#define MPSRT_PUSH(FIELDS)                                                              \
-  struct Push {                                                                         \
-    FIELDS(MPSRT_CXX_FIELD, MPSRT_CXX_ARRAY)                                            \
-  };                                                                                    \
+#define MPSRT_PUSH(FIELDS)                                                                 \
+  struct Push {                                                                            \
+    FIELDS(MPSRT_CXX_FIELD, MPSRT_CXX_ARRAY)                                               \
+  };                                                                                       \
   inline constexpr size_t kPushOffsets[] = {FIELDS(MPSRT_CXX_OFFSET, MPSRT_CXX_OFFSET_A)}; \
   inline constexpr size_t kPushSizes[] = {FIELDS(MPSRT_CXX_SIZE, MPSRT_CXX_SIZE_A)};       \
-  static_assert(::mpsrt::kernels::glsl::std430(kPushOffsets, kPushSizes),                 \
-                "the push fields lie as std430 lays out the GLSL block");               \
+  static_assert(::mpsrt::kernels::glsl::std430(kPushOffsets, kPushSizes),                  \
+                "the push fields lie as std430 lays out the GLSL block");                  \
   static_assert(sizeof(Push) <= 96, "a kernel has at most 96 bytes of push constants");
 
 #endif

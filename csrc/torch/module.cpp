@@ -25,11 +25,11 @@
 
 #include <cstdint>
 
-#include "fallback/fallback.h"
 #include "device/hooks.h"
+#include "device/runtime_client.h"
+#include "fallback/fallback.h"
 #include "ops/launch.h"
 #include "ops/register.h"
-#include "device/runtime_client.h"
 
 namespace mpsrt::torch_glue {
 namespace {

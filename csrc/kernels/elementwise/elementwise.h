@@ -49,16 +49,16 @@ MPSRT_CONST(OP_DIV_FLOOR, 37)
 MPSRT_CONST(OP_MASKED_FILL, 38)  // b ? c : a (a: self, b: mask, c: value)
 
 // Specialisation constants.
-MPSRT_SPEC(0, OP, 0)              // the op
-MPSRT_SPEC(1, NDIM, 1)            // dims after coalescing, 1..4
-MPSRT_SPEC(2, DT0, DT_F32)        // the operands' dtypes (mpsrt/dtype_ids.h)
+MPSRT_SPEC(0, OP, 0)        // the op
+MPSRT_SPEC(1, NDIM, 1)      // dims after coalescing, 1..4
+MPSRT_SPEC(2, DT0, DT_F32)  // the operands' dtypes (mpsrt/dtype_ids.h)
 MPSRT_SPEC(3, DT1, DT_F32)
 MPSRT_SPEC(4, DT2, DT_F32)
 MPSRT_SPEC(5, DT3, DT_F32)
-MPSRT_SPEC(6, NIN, 1)             // inputs
-MPSRT_SPEC(7, INT_MATH, 0)        // 64-bit integer math (1) or float32 (0)
-MPSRT_SPEC(8, SCALARS, 0)         // bit i: input i is a scalar (its value in `strides`)
-MPSRT_SPEC(9, VARIANT, 0)         // gelu: 1 tanh; clamp: bit 0 a min bound, bit 1 a max bound
+MPSRT_SPEC(6, NIN, 1)       // inputs
+MPSRT_SPEC(7, INT_MATH, 0)  // 64-bit integer math (1) or float32 (0)
+MPSRT_SPEC(8, SCALARS, 0)   // bit i: input i is a scalar (its value in `strides`)
+MPSRT_SPEC(9, VARIANT, 0)   // gelu: 1 tanh; clamp: bit 0 a min bound, bit 1 a max bound
 
 // Push constants: n elements, sizes (innermost first), strides[operand][dim] in elements (a
 // scalar input's two first strides hold its value: float32 bits in float math, the 64-bit

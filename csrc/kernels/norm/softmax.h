@@ -17,8 +17,8 @@ MPSRT_CONST(OP_LOG_BWD, 3)      // argument 2: log_softmax's output
 MPSRT_CONST(LOCAL, 256)
 
 // Specialisation constants.
-MPSRT_SPEC(0, OP, 0)         // the op
-MPSRT_SPEC(1, DT0, DT_F32)   // the dtypes of arguments 0-2 (mpsrt/dtype_ids.h)
+MPSRT_SPEC(0, OP, 0)        // the op
+MPSRT_SPEC(1, DT0, DT_F32)  // the dtypes of arguments 0-2 (mpsrt/dtype_ids.h)
 MPSRT_SPEC(2, DT1, DT_F32)
 MPSRT_SPEC(3, DT2, DT_F32)
 MPSRT_SPEC(4, PER_GROUP, 1)  // a workgroup per row (1) or an invocation (0)

@@ -24,14 +24,14 @@ MPSRT_CONST(OUT_BOTH, 2)   // the values, and the indices or var/std's mean (arg
 MPSRT_CONST(LOCAL, 256)
 
 // Specialisation constants.
-MPSRT_SPEC(0, OP, 0)          // the op
-MPSRT_SPEC(1, DTI, DT_F32)    // the input's dtype (mpsrt/dtype_ids.h)
-MPSRT_SPEC(2, DTO, DT_F32)    // the output's
-MPSRT_SPEC(3, INT_MATH, 0)    // 64-bit integer math (1) or float32 (0)
-MPSRT_SPEC(4, PER_GROUP, 1)   // a workgroup per row (1) or an invocation (0)
-MPSRT_SPEC(5, ONDIM, 1)       // kept dims after coalescing, 1..4
-MPSRT_SPEC(6, RNDIM, 1)       // reduced dims after coalescing, 1..4
-MPSRT_SPEC(7, OUT, 0)         // what is written (OUT_*)
+MPSRT_SPEC(0, OP, 0)         // the op
+MPSRT_SPEC(1, DTI, DT_F32)   // the input's dtype (mpsrt/dtype_ids.h)
+MPSRT_SPEC(2, DTO, DT_F32)   // the output's
+MPSRT_SPEC(3, INT_MATH, 0)   // 64-bit integer math (1) or float32 (0)
+MPSRT_SPEC(4, PER_GROUP, 1)  // a workgroup per row (1) or an invocation (0)
+MPSRT_SPEC(5, ONDIM, 1)      // kept dims after coalescing, 1..4
+MPSRT_SPEC(6, RNDIM, 1)      // reduced dims after coalescing, 1..4
+MPSRT_SPEC(7, OUT, 0)        // what is written (OUT_*)
 
 // Push constants: rows, len (elements per row), the kept dims' sizes and input strides (in
 // elements, innermost first), the reduced dims' sizes and strides, var/std's correction.

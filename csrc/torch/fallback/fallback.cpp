@@ -39,10 +39,10 @@
 #include <vector>
 
 #include "device/allocator.h"
-#include "fallback/fallback.h"
 #include "device/generator.h"
 #include "device/host_access.h"
 #include "device/runtime_client.h"
+#include "fallback/fallback.h"
 #include "ops/storage.h"
 
 namespace mpsrt::torch_glue {

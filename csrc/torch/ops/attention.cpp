@@ -138,9 +138,8 @@ std::optional<at::Tensor> encoder_layer(
       !heads_divide(e, heads)) {
     return std::nullopt;
   }
-  const EncoderLayer layer{e,      heads,   qkv_w,   qkv_b,   proj_w,  proj_b, use_gelu,
-                           eps,    norm1_w, norm1_b, norm2_w, norm2_b, ffn1_w, ffn1_b,
-                           ffn2_w, ffn2_b};
+  const EncoderLayer layer{e,       heads,   qkv_w,   qkv_b,   proj_w, proj_b, use_gelu, eps,
+                           norm1_w, norm1_b, norm2_w, norm2_b, ffn1_w, ffn1_b, ffn2_w,   ffn2_b};
   return layer.run(src, norm_first);
 }
 

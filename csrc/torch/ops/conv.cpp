@@ -66,10 +66,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
   const std::vector<int64_t> bias_sizes{channels};
-  torch::jit::Stack s = c10::impl::boxArgs(grad_output, input, weight,
-                                           c10::IntArrayRef(bias_sizes), stride, padding,
-                                           dilation, transposed, output_padding, groups,
-                                           output_mask);
+  torch::jit::Stack s =
+      c10::impl::boxArgs(grad_output, input, weight, c10::IntArrayRef(bias_sizes), stride, padding,
+                         dilation, transposed, output_padding, groups, output_mask);
   cpu_fallback(generic_op("aten::convolution_backward"), &s);
   return {contiguous(s[0]), contiguous(s[1]), contiguous(s[2])};
 }

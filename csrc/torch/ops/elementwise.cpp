@@ -309,8 +309,8 @@ at::TensorIteratorConfig promoting_config() {
 
 // where(condition, self, other): the condition must be bool (torch deprecates uint8).
 struct Where {
-  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& cond,
-                                       const at::Tensor& a, const at::Tensor& b) {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& cond, const at::Tensor& a,
+                                       const at::Tensor& b) {
     if (cond.scalar_type() != at::kBool) return std::nullopt;
     at::TensorIterator iter = promoting_config()
                                   .add_output(out)
@@ -410,8 +410,8 @@ struct Backward {
 };
 
 struct ThresholdBackward {
-  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
-                                       const at::Tensor& x, const c10::Scalar& threshold) {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad, const at::Tensor& x,
+                                       const c10::Scalar& threshold) {
     at::TensorIterator iter = make_binary(Kind::kBinary, out, grad, x);
     EwOptions o;
     o.scalars.push_back(threshold);
@@ -420,8 +420,8 @@ struct ThresholdBackward {
 };
 
 struct GeluBackward {
-  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
-                                       const at::Tensor& x, c10::string_view approximate) {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad, const at::Tensor& x,
+                                       c10::string_view approximate) {
     at::TensorIterator iter = make_binary(Kind::kBinary, out, grad, x);
     std::optional<EwOptions> o = gelu_variant(approximate);
     if (!o || !at::isFloatingType(iter.common_dtype())) return std::nullopt;

@@ -38,8 +38,7 @@ std::optional<int32_t> count(int64_t v) {
 // Whether the gather reads t's dtype.
 bool data_dtype(const at::Tensor& t) {
   const at::ScalarType s = t.scalar_type();
-  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kInt ||
-         s == at::kLong;
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kInt || s == at::kLong;
 }
 
 // The index's dtype id (int64, or int32 where int32_ok); nothing for other dtypes.
@@ -81,8 +80,8 @@ std::optional<Push> geometry(at::IntArrayRef shape, int64_t dim, at::IntArrayRef
 // One launch of index.comp: binding 0 `out` (written), 1 `data`, 2 `index`; false where the
 // launch declines (nothing launched).
 [[nodiscard]] bool launch_index(uint32_t op, const Push& g, uint32_t ndim, const at::Tensor& out,
-                                const at::Tensor& data, const at::Tensor& index,
-                                uint32_t index_dt, bool skip) {
+                                const at::Tensor& data, const at::Tensor& index, uint32_t index_dt,
+                                bool skip) {
   Launch l("index", out.device().index());
   l.spec(SPEC_OP, op).spec(SPEC_NDIM, ndim).spec(SPEC_DT0, dt(out)).spec(SPEC_DT1, dt(data));
   l.spec(SPEC_DTI, index_dt).spec(SPEC_SKIP, skip ? 1 : 0);
@@ -105,8 +104,8 @@ std::optional<at::Tensor> index_select(const at::Tensor& self, int64_t dim_arg,
     is[dim] = index.dim() == 1 ? index.stride(0) : 0;
     const std::optional<Push> g =
         geometry(out.sizes(), dim, self.strides(), out.strides(), is, self.size(dim));
-    if (!g || !launch_index(OP_GATHER, *g, static_cast<uint32_t>(self.dim()), out, self, index,
-                            *dt, false)) {
+    if (!g || !launch_index(OP_GATHER, *g, static_cast<uint32_t>(self.dim()), out, self, index, *dt,
+                            false)) {
       return std::nullopt;
     }
   }

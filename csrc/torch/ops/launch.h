@@ -37,8 +37,8 @@ int dtype_id(at::ScalarType t);
 
 // A launch of one kernel on the current stream of a device. Arguments are bound in the order
 // arg() is called (binding 0, 1, ...); push() appends to the kernel's push constants (after the
-// runtime's base[8]: a kernel's whole push struct from its interface header, csrc/kernels/<family>/,
-// or its fields one by one); spec(id, v) sets specialisation constant `id`.
+// runtime's base[8]: a kernel's whole push struct from its interface header,
+// csrc/kernels/<family>/, or its fields one by one); spec(id, v) sets specialisation constant `id`.
 // What the launch cannot take (an argument that is not mpsrt memory of this device, a span
 // larger than the device binds, negative strides, too many bytes) makes run() decline: it
 // returns false and launches nothing.

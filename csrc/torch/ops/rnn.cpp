@@ -254,8 +254,7 @@ bool host_usable(const at::Tensor& t, bool grad) {
 
 bool whole_net_on_host(const at::Tensor& input, at::TensorList state, at::TensorList params,
                        double dropout, bool train) {
-  if ((train && dropout > 0) || !is_mpsrt(input) || enabled(input.device().index()))
-    return false;
+  if ((train && dropout > 0) || !is_mpsrt(input) || enabled(input.device().index())) return false;
   const bool grad = at::GradMode::is_enabled();
   if (!host_usable(input, grad)) return false;
   for (const auto& t : state)

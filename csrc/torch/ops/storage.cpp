@@ -12,14 +12,14 @@
 #include <ATen/ops/empty_strided_ops.h>
 #include <ATen/ops/resize_ops.h>
 #include <ATen/ops/set_ops.h>
-#include <ATen/ops/unfold_ops.h>
-#include <ATen/ops/view_as_complex_ops.h>
-#include <ATen/ops/view_as_real_ops.h>
-#include <ATen/ops/view_ops.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_complex_ops.h>
 #include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_as_real_ops.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/view_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
