@@ -54,6 +54,7 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "nn.functional.relu": HALF,
     "nn.functional.gelu": HALF,
     "nn.functional.silu": HALF,
+    "nn.functional.hardswish": HALF,
     "where": (torch.float32, torch.int64),
     "eq": (torch.float32, torch.int64),
     "ne": FLOAT,

@@ -256,6 +256,12 @@ float clamp_f(float a, float lo, float hi) {
   return a;
 }
 
+// v within [lo, hi], NaN kept (as torch's CPU clamps in hardswish / hardsigmoid).
+float clamp_nan_f(float v, float lo, float hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
 float op_f(uint idx[4]) {
   float a = in_f(1u, idx);
   float b = in_f(2u, idx);
@@ -277,6 +283,7 @@ float op_f(uint idx[4]) {
   if (OP == OP_SIGMOID) return sigmoid_f(a);
   if (OP == OP_GELU) return gelu_f(a);
   if (OP == OP_SILU) return a / (1.0 + exp_f(-a));
+  if (OP == OP_HARDSWISH) return a * clamp_nan_f(a + 3.0, 0.0, 6.0) / 6.0;
   if (OP == OP_WHERE) return a != 0.0 ? b : c;
   if (OP == OP_EQ) return a == b ? 1.0 : 0.0;
   if (OP == OP_NE) return a == b ? 0.0 : 1.0;

@@ -47,6 +47,7 @@ MPSRT_CONST(OP_TANH_BWD, 35)
 MPSRT_CONST(OP_DIV_TRUNC, 36)
 MPSRT_CONST(OP_DIV_FLOOR, 37)
 MPSRT_CONST(OP_MASKED_FILL, 38)  // b ? c : a (a: self, b: mask, c: value)
+MPSRT_CONST(OP_HARDSWISH, 39)    // a * clamp(a + 3, 0, 6) / 6
 
 // Specialisation constants.
 MPSRT_SPEC(0, OP, 0)        // the op

@@ -26,6 +26,7 @@
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gt_ops.h>
+#include <ATen/ops/hardswish_ops.h>
 #include <ATen/ops/le_ops.h>
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/logical_not_ops.h>
@@ -495,6 +496,7 @@ void register_unary(torch::Library& m) {
   forms<A::cos, A::cos_, A::cos_out, Unary<OP_COS, true>>(m);
   forms<A::gelu, A::gelu_, A::gelu_out, Gelu, kTyped>(m);
   forms<A::silu, A::silu_, A::silu_out, Unary<OP_SILU, false, true>, kTyped>(m);
+  forms<A::hardswish, A::hardswish_, A::hardswish_out, Unary<OP_HARDSWISH, false, true>, kTyped>(m);
   forms<A::logical_not, A::logical_not_, A::logical_not_out, LogicalNot>(m);
 }
 
