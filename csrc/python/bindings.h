@@ -35,7 +35,7 @@ void init_profiler(nb::module_& m);
 /// The measurement hooks of `python -m bench` (bench.cpp), registered into mpsrt._C._bench on
 /// its first access (_C.cpp), never by `import mpsrt`.
 void init_bench(nb::module_& m);
-/// The C API capsule mpsrt._C._c_api (c_api.cpp; include/mpsrt/c_api.h).
+/// The C API capsule mpsrt._C._c_api over the library's table (include/mpsrt/c_api.h).
 void init_c_api(nb::module_& m);
 
 }  // namespace mpsrt::python
