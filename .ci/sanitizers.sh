@@ -60,6 +60,26 @@ cpp_tests() {  # cpp_tests SAN FILTER
   fi
 }
 
+# The C API test (tests/cpp/test_c_api.c: the library from plain C) on the given backends, leak
+# detection on (the driver's own blocks suppressed: .ci/lsan.supp); 77 is "no device for that
+# backend here".
+c_api_test() {  # c_api_test SAN BACKEND...
+  local san=$1 backend rc
+  shift
+  for backend in "$@"; do
+    step "C API test under $san on $backend"
+    set +e
+    LSAN_OPTIONS="suppressions=$root/.ci/lsan.supp" MPSRT_BACKEND=$backend timeout 300 \
+      "build/san-$san/tests/cpp/mpsrt_c_api_test" \
+      >"$logs/c-api-$san-$backend.log" 2>&1
+    rc=$?
+    set -e
+    tail -n 3 "$logs/c-api-$san-$backend.log"
+    check_logs "C API test under $san on $backend" "$logs/c-api-$san-$backend.log"
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then echo "C API test under $san failed"; exit 1; fi
+  done
+}
+
 py_tests() {  # py_tests SAN PRELOAD PYTEST-ARGS...
   local san=$1 preload=$2 rc=0
   shift 2
@@ -81,6 +101,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan.sa
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_init_order=1:log_path=$logs/asan.san"
 # Every test on every backend (cpu and vulkan on lavapipe).
 cpp_tests address '*'
+c_api_test address cpu vulkan
 # CPython leaks by design at exit (interned objects, module state), so leak detection is off
 # for the interpreter; the C++ tests above keep it on. libasan must come first; libstdc++ is
 # preloaded too, or ASan cannot find __cxa_throw when the extension throws.
@@ -98,6 +119,7 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 build thread
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/.ci/tsan.supp:log_path=$logs/tsan.san"
 cpp_tests thread '-RandomKernel/*:*vulkan*:*Vulkan*'
+c_api_test thread cpu
 # The tests that use threads, streams, events and the profiler, on the cpu backend.
 # Left out: the Perfetto trace-processor test (Node).
 # Not the isolation watchdog's own test: it makes faulthandler dump a hung child's stacks, which

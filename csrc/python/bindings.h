@@ -35,7 +35,7 @@ void init_profiler(nb::module_& m);
 /// The capsule mpsrt._C._bench_hooks of `python -m bench`'s module mpsrt._bench
 /// (bench_hooks.h, bench_hooks.cpp).
 void init_bench_hooks(nb::module_& m);
-/// The C API capsule mpsrt._C._c_api (c_api.cpp; include/mpsrt/c_api.h).
+/// The C API capsule mpsrt._C._c_api over the library's table (include/mpsrt/c_api.h).
 void init_c_api(nb::module_& m);
 
 }  // namespace mpsrt::python

@@ -1,6 +1,6 @@
 """The C API table that the PyTorch device's glue reads (the capsule mpsrt._C._c_api, header
 mpsrt/include/mpsrt/c_api.h): complete and laid out as the installed header says. Needs no
-torch. The entries' signatures are checked by the compiler (csrc/python/c_api.cpp assigns each
+torch. The entries' signatures are checked by the compiler (csrc/c_api/ assigns each
 field by name from a function of the field's type)."""
 
 from __future__ import annotations

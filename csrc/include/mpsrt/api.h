@@ -1,10 +1,13 @@
 // mpsrt public API: export macro, branch hints, version.
 #pragma once
 
+// (mpsrt/c_api.h, which is C, defines it the same way where this header is not included.)
+#ifndef MPSRT_API
 #if defined(_WIN32)
 #define MPSRT_API
 #else
 #define MPSRT_API __attribute__((visibility("default")))
+#endif
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -1,9 +1,12 @@
-/* mpsrt's C API: a versioned table of C function pointers over the ONE runtime that the
- * extension module mpsrt._C holds. mpsrt._C exports it as the PyCapsule `mpsrt._C._c_api`
- * (capsule name MPSRT_C_API_CAPSULE_NAME). Code that lives in another shared library in the
- * same process (the PyTorch device glue, mpsrt/torch) includes only this header, takes the
- * table from the capsule and calls through it, so no second copy of the core (allocator,
- * streams, generators, profiler) is ever loaded.
+/* mpsrt's C API: a versioned table of C function pointers over the process's ONE runtime. It is
+ * part of the library (csrc/c_api/, in the static library mpsrt::mpsrt): a C or C++ program
+ * that links the library calls mpsrt_c_api() (below) and goes through the table, with no
+ * Python. The extension module mpsrt._C exports the same table as the PyCapsule
+ * `mpsrt._C._c_api` (capsule name MPSRT_C_API_CAPSULE_NAME): code that lives in another shared
+ * library in the same process (the PyTorch device glue, mpsrt/torch) includes only this
+ * header, takes the table from the capsule and calls through it, so no second copy of the core
+ * (allocator, streams, generators, profiler) is ever loaded. (mpsrt._C keeps its symbols to
+ * itself, mpsrt_c_api among them: the capsule is the way into its runtime.)
  *
  * Compatibility: the table only grows. `version` is MPSRT_C_API_VERSION of the mpsrt that
  * made it and `size` is sizeof(MpsrtCApi) there; a caller checks version >= the version it
@@ -14,6 +17,7 @@
  *
  * Errors: functions that can fail return an MpsrtStatus; on failure the message
  * ("[component] what happened; what to do") is kept per thread and read with last_error().
+ * A NULL handle or out-pointer where one is needed is MPSRT_ERR_VALUE, with a message.
  * Handles are opaque: a buffer handle owns one mpsrt::Buffer (freeing is stream-ordered, as
  * for Buffers); a stream handle is stable for the life of the process (its value is also the
  * stream's identity for torch.Stream); an event handle owns one mpsrt::Event.
@@ -44,7 +48,7 @@ typedef struct MpsrtEvent MpsrtEvent;         /* opaque */
 typedef struct MpsrtGenerator MpsrtGenerator; /* opaque */
 
 /* mpsrt/dtype.h's element types (mpsrt::DType) and random ops (mpsrt::RandomOp), by name: the
- * same values (c_api.cpp checks each). */
+ * same values (csrc/c_api/c_api.cpp checks each). */
 enum MpsrtDType {
   MPSRT_DTYPE_UINT8 = 0,
   MPSRT_DTYPE_INT32 = 1,
@@ -145,8 +149,8 @@ typedef struct MpsrtCApi {
   MpsrtStatus (*stream_from_pool)(int priority, int device, MpsrtStream** out);
   /* makes `stream` current on its device; returns the previous current stream there */
   MpsrtStream* (*stream_set_current)(MpsrtStream* stream);
-  int (*stream_device)(MpsrtStream* stream);
-  int (*stream_priority)(MpsrtStream* stream);
+  int (*stream_device)(MpsrtStream* stream);   /* -1 for NULL */
+  int (*stream_priority)(MpsrtStream* stream); /* 0 for NULL */
   MpsrtStatus (*stream_synchronize)(MpsrtStream* stream);
   /* 1: all work done; 0: not yet; -1: failed (last_error) */
   int (*stream_query)(MpsrtStream* stream);
@@ -230,6 +234,20 @@ typedef struct MpsrtCApi {
   /* Encodes the launch on the stream (mpsrt::launch_kernel). */
   MpsrtStatus (*kernel_launch)(const MpsrtKernelLaunch* launch, MpsrtStream* stream);
 } MpsrtCApi;
+
+/* The symbol visibility of the library's public entry points (as mpsrt/api.h defines it). */
+#ifndef MPSRT_API
+#if defined(_WIN32)
+#define MPSRT_API
+#else
+#define MPSRT_API __attribute__((visibility("default")))
+#endif
+#endif
+
+/* The table over the runtime of the linked library: the same pointer on every call, valid for
+ * the life of the process. Making it starts nothing; the runtime starts at the first entry that
+ * needs it (device_count, buffer_alloc, ...). */
+MPSRT_API const MpsrtCApi* mpsrt_c_api(void);
 
 #ifdef __cplusplus
 }
