@@ -105,6 +105,10 @@ MpsrtStatus device_kernel_info(int device, int* cpu_type, uint64_t* arg_bytes,
   });
 }
 
+uint64_t runtime_generation() noexcept {
+  return mpsrt::runtime_generation();
+}
+
 int kernel_index(const char* name) noexcept {
   return name != nullptr ? mpsrt::kernel_index(name) : -1;
 }
@@ -154,6 +158,7 @@ void fill_device(MpsrtCApi& t) {
   t.device_kernel_info = device_kernel_info;
   t.kernel_index = kernel_index;
   t.kernel_launch = kernel_launch;
+  t.runtime_generation = runtime_generation;
 }
 
 }  // namespace mpsrt::c_api

@@ -13,6 +13,10 @@ bool is_available() {
   return Runtime::get().device_count() > 0;
 }
 
+uint64_t runtime_generation() noexcept {
+  return Runtime::generation();
+}
+
 std::string backend_name() {
   return Runtime::get().backend().name();
 }

@@ -11,6 +11,7 @@
 namespace mpsrt::detail {
 
 std::atomic<Runtime*> Runtime::instance_{nullptr};
+std::atomic<uint64_t> Runtime::generation_{0};
 
 namespace {
 std::mutex& init_mutex() {
@@ -177,6 +178,7 @@ void Runtime::reset(const EnvLookup* env) {
   prof::reset();
   Runtime* r = instance_.exchange(nullptr, std::memory_order_acq_rel);
   delete r;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   current_device_slot() = 0;
   if (env == nullptr) {
     env_override().reset();

@@ -42,6 +42,9 @@ class Runtime {
   /// reading options from `env` (nullptr: the process environment). For tests and fork
   /// handling only: no object of the old runtime may be used afterwards.
   static void reset(const EnvLookup* env);
+  /// How many times reset() has run: what a client caches of the runtime (its devices' facts)
+  /// holds while this stays the same. Cost: one load.
+  static uint64_t generation() noexcept { return generation_.load(std::memory_order_acquire); }
 
   const Options& options() const noexcept { return options_; }
   backend::Backend& backend() const noexcept { return *backend_; }
@@ -78,6 +81,7 @@ class Runtime {
   DeviceContext& open_device(int index);
 
   static std::atomic<Runtime*> instance_;
+  static std::atomic<uint64_t> generation_;
   Options options_;
   backend::Backend* backend_ = nullptr;
   std::string backend_reason_;

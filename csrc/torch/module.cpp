@@ -1,8 +1,9 @@
 // The PyTorch device "mpsrt" (PrivateUse1): the glue torch calls. `import mpsrt.torch` compiles
 // every .cpp under this folder into one library against the installed torch
 // (mpsrt/torch/_glue.py: one translation unit; each file keeps its names in its own namespace)
-// and calls mpsrt_torch::_init (below) with the address of mpsrt's C API table (the capsule
-// mpsrt._C._c_api), its only way into the runtime (the README's "One runtime per process").
+// and calls mpsrt_torch::_init (below) with the address of the library's C API table
+// (mpsrt_c_api(), csrc/c_api/), which mpsrt._C exports as the capsule mpsrt._C._c_api over the
+// runtime it holds: the glue's only way into it (the README's "One runtime per process").
 //
 // The folder, by role:
 //   device/    the device runtime glue: runtime_client.* (the C API table and mpsrt's errors,
@@ -52,7 +53,6 @@ TORCH_LIBRARY(mpsrt_torch, m) {
   m.def("_fallback_op_counts() -> Dict(str, int)", &fallback_op_counts);
   m.def("_reset_fallback_counts() -> ()", &reset_fallback_counts);
   m.def("_set_kernels(str mode) -> str", &ops::set_mode);
-  m.def("_kernels_forget() -> ()", &ops::forget);
   m.def("_default_stream(int device) -> int",
         [](int64_t d) { return torch_stream(api().stream_default(static_cast<int>(d))).id(); });
   m.def("_kernel_ops() -> str[]", &ops::kernel_ops);

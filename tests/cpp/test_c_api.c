@@ -63,13 +63,17 @@ static void test_table(const MpsrtCApi* api) {
   /* Every entry is set: the function pointers that follow version and size. */
   const size_t first = offsetof(MpsrtCApi, last_error);
   const size_t count = (sizeof(MpsrtCApi) - first) / sizeof(void*);
-  CHECK(count == (offsetof(MpsrtCApi, kernel_launch) - first) / sizeof(void*) + 1);
+  CHECK(count == (offsetof(MpsrtCApi, runtime_generation) - first) / sizeof(void*) + 1);
   for (size_t i = 0; i < count; ++i) {
     uintptr_t entry = 0;
     memcpy(&entry, (const char*)api + first + i * sizeof(void*), sizeof entry);
     if (entry == 0) fprintf(stderr, "entry %zu of the table is NULL\n", i);
     CHECK(entry != 0);
   }
+  /* Nothing re-creates the runtime here: its generation holds. */
+  const uint64_t generation = api->runtime_generation();
+  CHECK(api->device_count() > 0);
+  CHECK(api->runtime_generation() == generation);
 }
 
 /* ---- devices */

@@ -82,15 +82,6 @@ def reset_runtime(backend: str, **env: object) -> None:
     e["MPSRT_BACKEND"] = backend
     e.update({k: str(v) for k, v in env.items()})
     mpsrt._C._reset_runtime(e)
-    forget_torch_devices()
-
-
-def forget_torch_devices() -> None:
-    """The PyTorch device's glue asks the new runtime again what its devices are."""
-    if "mpsrt.torch" in sys.modules:
-        import torch
-
-        torch.ops.mpsrt_torch._kernels_forget()
 
 
 @pytest.fixture(scope="session", params=BACKENDS, autouse=True)
@@ -103,7 +94,6 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     reset_runtime(request.param)
     yield request.param
     mpsrt._C._reset_runtime(None)
-    forget_torch_devices()
 
 
 @pytest.fixture(scope="module", autouse=True)

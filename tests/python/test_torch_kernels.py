@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import mpsrt
 import pytest
-from conftest import run_python
+from conftest import AVAILABLE, reset_runtime, run_python
 from kernel_check import torch
 
 
@@ -23,6 +23,28 @@ def test_modes_choose_where_ops_run(backend: str) -> None:
         assert torch.mpsrt._kernels_enabled() == (has_kernels and not cpu_type)
     finally:
         torch.mpsrt._set_kernels(previous)
+
+
+def test_the_glue_asks_a_recreated_runtime_again(backend: str) -> None:
+    """What the glue caches of the runtime (the devices' kernel facts, the mode _set_kernels
+    chose) belongs to one runtime: a re-created one (a fork's child, the tests' reset onto
+    another backend) is asked again, without the glue being told."""
+    if "vulkan" not in AVAILABLE:
+        pytest.skip("needs the vulkan backend (a device with kernels) beside cpu")
+    try:
+        reset_runtime("vulkan", MPSRT_TORCH_KERNELS="device")
+        assert torch.mpsrt._kernels_enabled() is True
+        assert torch.mpsrt._set_kernels("cpu") == "device"
+        assert torch.mpsrt._kernels_enabled() is False
+        reset_runtime("vulkan", MPSRT_TORCH_KERNELS="device")
+        # The mode set for the old runtime is gone with it: the new one's option holds.
+        assert torch.mpsrt._kernels_enabled() is True
+        reset_runtime("cpu", MPSRT_TORCH_KERNELS="device")
+        assert torch.mpsrt._kernels_enabled() is False  # the cpu backend has no kernels
+        doubled = (torch.arange(6.0, device="mpsrt") * 2).cpu()
+        assert doubled.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    finally:
+        reset_runtime(backend)
 
 
 def test_a_bad_mode_is_refused_and_changes_nothing() -> None:

@@ -14,6 +14,7 @@
  *
  * Version 3 adds the discrete memory model's entries: buffer addresses and staged host copies.
  * Version 4 adds the tensor kernels (mpsrt/kernel.h): device facts, kernel names, launches.
+ * Version 5 adds runtime_generation, which says when cached device facts went stale.
  *
  * Errors: functions that can fail return an MpsrtStatus; on failure the message
  * ("[component] what happened; what to do") is kept per thread and read with last_error().
@@ -28,11 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mpsrt/dtype_ids.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define MPSRT_C_API_VERSION 4
+#define MPSRT_C_API_VERSION 5
 #define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
 
 typedef enum MpsrtStatus {
@@ -47,22 +50,23 @@ typedef struct MpsrtStream MpsrtStream;       /* opaque */
 typedef struct MpsrtEvent MpsrtEvent;         /* opaque */
 typedef struct MpsrtGenerator MpsrtGenerator; /* opaque */
 
-/* mpsrt/dtype.h's element types (mpsrt::DType) and random ops (mpsrt::RandomOp), by name: the
- * same values (csrc/c_api/c_api.cpp checks each). */
+/* mpsrt's element types (mpsrt/dtype_ids.h: the ids mpsrt::DType and the GLSL kernels also
+ * take) and random ops (mpsrt::RandomOp), by name: the same values (csrc/c_api/c_api.cpp checks
+ * each). */
 enum MpsrtDType {
-  MPSRT_DTYPE_UINT8 = 0,
-  MPSRT_DTYPE_INT32 = 1,
-  MPSRT_DTYPE_INT64 = 2,
-  MPSRT_DTYPE_UINT32 = 3,
-  MPSRT_DTYPE_FLOAT16 = 4,
-  MPSRT_DTYPE_BFLOAT16 = 5,
-  MPSRT_DTYPE_FLOAT32 = 6,
-  MPSRT_DTYPE_FLOAT64 = 7,
-  MPSRT_DTYPE_BOOL = 8,
-  MPSRT_DTYPE_INT8 = 9,
-  MPSRT_DTYPE_INT16 = 10,
-  MPSRT_DTYPE_UINT16 = 11,
-  MPSRT_DTYPE_UINT64 = 12
+  MPSRT_DTYPE_UINT8 = MPSRT_DTYPE_ID_UINT8,
+  MPSRT_DTYPE_INT32 = MPSRT_DTYPE_ID_INT32,
+  MPSRT_DTYPE_INT64 = MPSRT_DTYPE_ID_INT64,
+  MPSRT_DTYPE_UINT32 = MPSRT_DTYPE_ID_UINT32,
+  MPSRT_DTYPE_FLOAT16 = MPSRT_DTYPE_ID_FLOAT16,
+  MPSRT_DTYPE_BFLOAT16 = MPSRT_DTYPE_ID_BFLOAT16,
+  MPSRT_DTYPE_FLOAT32 = MPSRT_DTYPE_ID_FLOAT32,
+  MPSRT_DTYPE_FLOAT64 = MPSRT_DTYPE_ID_FLOAT64,
+  MPSRT_DTYPE_BOOL = MPSRT_DTYPE_ID_BOOL,
+  MPSRT_DTYPE_INT8 = MPSRT_DTYPE_ID_INT8,
+  MPSRT_DTYPE_INT16 = MPSRT_DTYPE_ID_INT16,
+  MPSRT_DTYPE_UINT16 = MPSRT_DTYPE_ID_UINT16,
+  MPSRT_DTYPE_UINT64 = MPSRT_DTYPE_ID_UINT64
 };
 enum MpsrtRandomOp {
   MPSRT_RANDOM_BITS = 0,
@@ -233,6 +237,12 @@ typedef struct MpsrtCApi {
   int (*kernel_index)(const char* name);
   /* Encodes the launch on the stream (mpsrt::launch_kernel). */
   MpsrtStatus (*kernel_launch)(const MpsrtKernelLaunch* launch, MpsrtStream* stream);
+
+  /* ---- version 5 ---- */
+  /* A number that changes whenever the process's runtime is re-created (a fork's child, the
+   * runtime reset that tests use): what a caller caches of the devices (device_kernel_info's
+   * facts, an option's value) holds while it stays the same (mpsrt::runtime_generation). */
+  uint64_t (*runtime_generation)(void);
 } MpsrtCApi;
 
 /* The symbol visibility of the library's public entry points (as mpsrt/api.h defines it). */

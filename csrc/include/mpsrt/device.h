@@ -44,6 +44,10 @@ MPSRT_API std::string backend_reason();
 MPSRT_API std::vector<std::string> available_backends();
 
 MPSRT_API int device_count();
+/// A number that changes whenever the process's runtime is re-created (a fork's child, the test
+/// facility reset_runtime): what a client caches of the runtime's devices holds while it stays
+/// the same. Starts nothing. Cost: one load.
+MPSRT_API uint64_t runtime_generation() noexcept;
 /// The calling thread's current device (0 until set_device is called on that thread).
 MPSRT_API int current_device();
 /// Sets the calling thread's current device; returns the previous one.

@@ -16,14 +16,21 @@
 namespace mpsrt::torch_glue::ops {
 namespace {
 
-constexpr int kModeUnset = -1;
-std::atomic<int> g_mode{kModeUnset};  // an MpsrtTorchKernels, or unset (the option's value)
+// The runtime's generation (C API runtime_generation) + 1 that a cached value was taken in; 0:
+// none. A re-created runtime (a fork's child, the tests' reset onto another backend) makes
+// every cached value stale: its devices and options are asked again.
+uint64_t stamp() {
+  return api().runtime_generation() + 1;
+}
+
+// The mode set_mode chose, for the runtime generation it was set in (else the option's value).
+std::atomic<int> g_mode{MPSRT_TORCH_KERNELS_AUTO};
+std::atomic<uint64_t> g_mode_stamp{0};
 
 constexpr size_t kMaxDevices = 64;
-// What the runtime says of a device, asked once (forget() asks again: the tests re-create the
-// runtime on another backend in one process).
+// What the runtime says of a device, asked once per runtime generation.
 struct DeviceFacts {
-  std::atomic<bool> known{false};
+  std::atomic<uint64_t> stamp{0};
   int cpu_type = 0;
   uint64_t arg_bytes = 0;
   int setting = MPSRT_TORCH_KERNELS_AUTO;
@@ -31,20 +38,24 @@ struct DeviceFacts {
 std::array<DeviceFacts, kMaxDevices> g_facts;
 std::mutex g_facts_mu;
 
+// Cost: the generation's load through the C API, then one load.
 DeviceFacts& facts(c10::DeviceIndex d) {
   DeviceFacts& f = g_facts.at(static_cast<size_t>(d));
-  if (C10_LIKELY(f.known.load(std::memory_order_acquire))) return f;
+  const uint64_t now = stamp();
+  if (C10_LIKELY(f.stamp.load(std::memory_order_acquire) == now)) return f;
   std::lock_guard<std::mutex> lock(g_facts_mu);
-  if (!f.known.load(std::memory_order_relaxed)) {
+  if (f.stamp.load(std::memory_order_relaxed) != now) {
     check(api().device_kernel_info(d, &f.cpu_type, &f.arg_bytes, &f.setting));
-    f.known.store(true, std::memory_order_release);
+    f.stamp.store(now, std::memory_order_release);
   }
   return f;
 }
 
 int mode_value() {
-  const int m = g_mode.load(std::memory_order_relaxed);
-  return m != kModeUnset ? m : facts(0).setting;
+  if (g_mode_stamp.load(std::memory_order_acquire) == stamp()) {
+    return g_mode.load(std::memory_order_relaxed);
+  }
+  return facts(0).setting;
 }
 
 const char* mode_name(int m) {
@@ -58,12 +69,6 @@ bool enabled(c10::DeviceIndex d) {
   if (f.arg_bytes == 0) return false;
   const int m = mode_value();
   return m == MPSRT_TORCH_KERNELS_DEVICE || (m == MPSRT_TORCH_KERNELS_AUTO && f.cpu_type == 0);
-}
-
-void forget() {
-  std::lock_guard<std::mutex> lock(g_facts_mu);
-  for (DeviceFacts& f : g_facts) f.known.store(false, std::memory_order_relaxed);
-  g_mode.store(kModeUnset, std::memory_order_relaxed);
 }
 
 std::string mode() {
@@ -84,6 +89,7 @@ std::string set_mode(const std::string& m) {
   }
   const std::string previous = mode();
   g_mode.store(v, std::memory_order_relaxed);
+  g_mode_stamp.store(stamp(), std::memory_order_release);
   return previous;
 }
 

@@ -19,16 +19,13 @@ namespace mpsrt::torch_glue::ops {
 
 // Whether device d's operators run on mpsrt's kernels: the device has them and
 // MPSRT_TORCH_KERNELS (or set_mode) asks for them there (auto: not on CPU-type devices).
-// Cost: one load after the device's first call.
+// Cost: two loads after the device's first call in a runtime generation.
 bool enabled(c10::DeviceIndex d);
 
 // The mode in force for every device ("auto", "device" or "cpu"; MPSRT_TORCH_KERNELS until
 // set); set_mode returns the previous one (torch.mpsrt._set_kernels). A bad value raises
 // ValueError naming the values.
 std::string mode();
-// Forgets what the runtime said of its devices and the mode set (after the runtime was
-// re-created: mpsrt._C._reset_runtime).
-void forget();
 std::string set_mode(const std::string& mode);
 
 // mpsrt/dtype.h's id (MPSRT_DTYPE_*) of a torch dtype; -1 where mpsrt has none (complex, ...):
