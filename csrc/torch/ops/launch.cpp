@@ -189,6 +189,25 @@ bool Launch::run() {
   return true;
 }
 
+c10::DeviceIndex detail::stack_device(const c10::OperatorHandle& op, const torch::jit::Stack& s) {
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = s.size() - n; i < s.size(); ++i) {
+    const c10::IValue& v = s[i];
+    if (v.isTensor()) {
+      if (is_mpsrt(v.toTensor())) return v.toTensor().device().index();
+    } else if (v.isTensorList()) {
+      for (const at::Tensor t : v.toTensorList()) {
+        if (is_mpsrt(t)) return t.device().index();
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+        if (t && is_mpsrt(*t)) return t->device().index();
+      }
+    }
+  }
+  return -1;
+}
+
 at::Tensor as_tensor(const at::Tensor& t) {
   return t;
 }

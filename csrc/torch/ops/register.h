@@ -15,10 +15,18 @@
 //   3. the boxed fallback (fallback/fallback.h), which also stages discrete memory.
 // A "kernel" that never declines (it returns the op's result type itself: storage, copies,
 // random fills) is registered the same way and always runs.
+//
+// How the entry reaches torch: ops on the typed host path and kernels that never decline are
+// typed (unboxed) functions; every other op's entry is boxed, as torch calls an op that only a
+// device kernel or the fallback runs: it takes the kernel's typed arguments from the stack
+// (torch's own unboxing) and, where the kernel declines, hands the stack to the fallback as it
+// came. One unboxed entry per op would cost the first `import mpsrt.torch` a third more build
+// time (torch infers a schema and makes a boxed wrapper for each) for no call that needs it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/boxing/impl/make_boxed_from_unboxed_functor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -303,6 +311,79 @@ struct Entry<Op, K, P, R(A...)> {
   }
 };
 
+// The type a kernel takes for a schema argument of type T (concrete() above).
+template <class T>
+struct ConcreteOf {
+  using type = T;
+};
+template <>
+struct ConcreteOf<c10::SymIntArrayRef> {
+  using type = c10::IntArrayRef;
+};
+template <>
+struct ConcreteOf<c10::SymInt> {
+  using type = int64_t;
+};
+template <>
+struct ConcreteOf<std::optional<c10::SymInt>> {
+  using type = std::optional<int64_t>;
+};
+template <>
+struct ConcreteOf<at::OptionalSymIntArrayRef> {
+  using type = at::OptionalIntArrayRef;
+};
+
+// The device of the first mpsrt tensor among the stack's arguments of op (also inside tensor
+// lists), or -1.
+c10::DeviceIndex stack_device(const c10::OperatorHandle& op, const torch::jit::Stack& s);
+
+// The kernel as a functor torch can call with arguments taken from a stack.
+template <class K, class R, class... A>
+struct StackKernel final : c10::OperatorKernel {
+  Maybe<R> operator()(typename ConcreteOf<A>::type... a) { return K::run(a...); }
+};
+
+// The boxed entry of an op whose kernel may decline (see the top of this file).
+template <class Op, class K, class Sig = typename Op::schema>
+struct BoxedEntry;
+
+template <class Op, class K, class R, class... A>
+struct BoxedEntry<Op, K, R(A...)> {
+  using Functor = StackKernel<K, R, A...>;
+
+  static void call(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* s) {
+    const c10::DeviceIndex d = stack_device(op, *s);
+    if (d >= 0 && enabled(d)) {
+      Functor f;
+      Maybe<R> r = c10::impl::call_functor_with_args_from_stack<Functor, false>(&f, ks, s);
+      if (r) return finish(std::move(r), s);
+    }
+    cpu_fallback(op, s);
+  }
+
+ private:
+  // The arguments replaced by the result (a returned argument copied out first: it lives on
+  // the stack).
+  static void finish(Maybe<R> r, torch::jit::Stack* s) {
+    constexpr size_t n = sizeof...(A);
+    if constexpr (std::is_void_v<R>) {
+      torch::jit::drop(*s, n);
+    } else if constexpr (std::is_reference_v<R>) {
+      at::Tensor out = *r;
+      torch::jit::drop(*s, n);
+      s->emplace_back(std::move(out));
+    } else if constexpr (RefTuple<R>::value) {
+      auto out = std::apply([](const auto&... t) { return std::make_tuple(at::Tensor(t)...); }, *r);
+      torch::jit::drop(*s, n);
+      c10::impl::push_outputs<decltype(out), false>::call(std::move(out), s);
+    } else {
+      R out = std::move(*r);
+      torch::jit::drop(*s, n);
+      c10::impl::push_outputs<R, false>::call(std::move(out), s);
+    }
+  }
+};
+
 // Records op as having a device kernel (kernel_ops()).
 void note_kernel(const char* name, const char* overload);
 
@@ -314,7 +395,13 @@ void reg_entry(torch::Library& m) {
   if constexpr (!std::is_same_v<K, NoKernel> && !Entry<Op, K, P>::kAlways) {
     note_kernel(Op::name, Op::overload_name);
   }
-  m.impl(name.c_str(), torch::CppFunction(TORCH_FN((&Entry<Op, K, P>::call))));
+  if constexpr (P == HostPath::kTyped || Entry<Op, K, P>::kAlways) {
+    m.impl(name.c_str(), torch::CppFunction(TORCH_FN((&Entry<Op, K, P>::call))));
+  } else if constexpr (std::is_same_v<K, NoKernel>) {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  } else {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&BoxedEntry<Op, K>::call>());
+  }
 }
 
 }  // namespace detail
