@@ -303,7 +303,7 @@ def test_declined_dtypes_fall_back() -> None:
 
 
 def test_too_many_dims_fall_back() -> None:
-    # Five reduced dims that do not coalesce (more than the reduce kernel's four): the fallback runs.
+    # Five reduced dims that do not coalesce (the reduce kernel takes four): the fallback runs.
     x = torch.randn(2, 3, 2, 3, 2, 3, 2, 3, 2)
     name = "aten::sum.dim_IntList"
     check(lambda t: t.sum((0, 2, 4, 6, 8)), x, kernels=dk(), fallbacks=(name,), atol=1e-5)

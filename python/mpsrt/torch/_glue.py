@@ -95,10 +95,10 @@ def _source_digest() -> str:
     """A digest of every file the build reads from this package: the glue's sources and headers
     (names and contents) and the C API header."""
     digest = hashlib.sha256()
-    for path in sorted([*_CSRC.rglob("*.cpp"), *_CSRC.rglob("*.h")]):
-        digest.update(path.relative_to(_CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    for path in sorted(_KERNELS.rglob("*.h")):
-        digest.update(path.relative_to(_KERNELS).as_posix().encode() + b"\0" + path.read_bytes())
+    for root, pattern in ((_CSRC, "*.cpp"), (_CSRC, "*.h"), (_KERNELS, "*.h")):
+        for path in sorted(root.rglob(pattern)):
+            name = path.relative_to(root).as_posix().encode()
+            digest.update(name + b"\0" + path.read_bytes() + b"\0")
     digest.update((_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
     digest.update((_INCLUDE / "mpsrt" / "dtype_ids.h").read_bytes())
     return digest.hexdigest()
