@@ -1,14 +1,7 @@
 // mpsrt public API: export macro, branch hints, version.
 #pragma once
 
-// (mpsrt/c_api.h, which is C, defines it the same way where this header is not included.)
-#ifndef MPSRT_API
-#if defined(_WIN32)
-#define MPSRT_API
-#else
-#define MPSRT_API __attribute__((visibility("default")))
-#endif
-#endif
+#include "mpsrt/visibility.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MPSRT_LIKELY(x) __builtin_expect(!!(x), 1)

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "mpsrt/dtype_ids.h"
+#include "mpsrt/visibility.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -244,15 +245,6 @@ typedef struct MpsrtCApi {
    * facts, an option's value) holds while it stays the same (mpsrt::runtime_generation). */
   uint64_t (*runtime_generation)(void);
 } MpsrtCApi;
-
-/* The symbol visibility of the library's public entry points (as mpsrt/api.h defines it). */
-#ifndef MPSRT_API
-#if defined(_WIN32)
-#define MPSRT_API
-#else
-#define MPSRT_API __attribute__((visibility("default")))
-#endif
-#endif
 
 /* The table over the runtime of the linked library: the same pointer on every call, valid for
  * the life of the process. Making it starts nothing; the runtime starts at the first entry that

@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/smooth_l1_loss_ops.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
@@ -43,6 +44,7 @@
 #include "device/host_access.h"
 #include "device/runtime_client.h"
 #include "fallback/fallback.h"
+#include "ops/register.h"
 #include "ops/storage.h"
 
 namespace mpsrt::torch_glue {
@@ -681,9 +683,9 @@ void reset_fallback_counts() {
 // generic path for a backend without their kernels allocates the reduced output and calls the
 // out= kernel, whose meta then warns that a non-empty output is resized. Their functional CPU
 // kernels through the fallback allocate the output themselves (in mpsrt memory) instead
-// (mse_loss: its kernel, loss_ops.cpp, hands what it declines to the fallback the same way).
+// (mse_loss: its kernel, ops/loss.cpp, hands what it declines to the fallback the same way).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  ops::reg<at::_ops::smooth_l1_loss, ops::NoKernel>(m);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

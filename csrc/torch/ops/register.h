@@ -354,8 +354,11 @@ struct BoxedEntry<Op, K, R(A...)> {
   static void call(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* s) {
     const c10::DeviceIndex d = stack_device(op, *s);
     if (d >= 0 && enabled(d)) {
+      // The kernel takes its arguments from a copy of them (torch's unboxing moves values out
+      // of the stack), so that the fallback finds them as they came where it declines.
+      torch::jit::Stack args(s->end() - sizeof...(A), s->end());
       Functor f;
-      Maybe<R> r = c10::impl::call_functor_with_args_from_stack<Functor, false>(&f, ks, s);
+      Maybe<R> r = c10::impl::call_functor_with_args_from_stack<Functor, false>(&f, ks, &args);
       if (r) return finish(std::move(r), s);
     }
     cpu_fallback(op, s);

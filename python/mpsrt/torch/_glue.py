@@ -99,8 +99,8 @@ def _source_digest() -> str:
         for path in sorted(root.rglob(pattern)):
             name = path.relative_to(root).as_posix().encode()
             digest.update(name + b"\0" + path.read_bytes() + b"\0")
-    digest.update((_INCLUDE / "mpsrt" / "c_api.h").read_bytes())
-    digest.update((_INCLUDE / "mpsrt" / "dtype_ids.h").read_bytes())
+    for header in ("c_api.h", "dtype_ids.h", "visibility.h"):
+        digest.update((_INCLUDE / "mpsrt" / header).read_bytes())
     return digest.hexdigest()
 
 
