@@ -112,6 +112,38 @@ _BY_NAME = {
 }
 
 
+def _as_float64(value: Any) -> Any:
+    """float32 tensors (also in lists, tuples and dicts) in float64; anything else as is."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.dtype == torch.float32 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_float64(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_float64(v) for k, v in value.items()}
+    return value
+
+
+def assert_as_exact_as_cpu(op: Any, sample: Any, got: Any, expected: Any) -> None:
+    """got equals torch CPU's float32 result within the tolerance, or else is as close to the
+    exact result (the op in float64) as torch CPU's own result is, give or take a factor of 2:
+    a kernel that sums in another order than the CPU's (a matrix product's tiles) may differ
+    from it by more than the tolerance where values cancel, yet be no less accurate."""
+    try:
+        assert_close(got, expected)
+    except AssertionError:
+        if not isinstance(expected, torch.Tensor) or expected.dtype != torch.float32:
+            raise
+        exact = op(
+            _as_float64(sample.input), *_as_float64(sample.args), **_as_float64(sample.kwargs)
+        )
+        device_error = (got.cpu().double() - exact).abs().max().item()
+        cpu_error = (expected.double() - exact).abs().max().item()
+        assert device_error <= 2 * cpu_error + 1e-6, (
+            f"the device's result is {device_error:.3g} from the exact one, torch CPU's "
+            f"{cpu_error:.3g}"
+        )
+
+
 def _params() -> list[Any]:
     return [
         pytest.param(name, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}")
@@ -137,6 +169,6 @@ def test_opinfo_samples(device_kernels: bool, name: str, dtype: torch.dtype) -> 
             got = op(to_device(sample.input), *to_device(sample.args), **to_device(sample.kwargs))
         if not torch.mpsrt.fallback_counts():
             on_kernels += 1
-        assert_close(got, expected)
+        assert_as_exact_as_cpu(op, sample, got, expected)
     if device_kernels and dtype == torch.float32:
         assert on_kernels > 0, f"no float32 sample of {name} ran on its kernel"
