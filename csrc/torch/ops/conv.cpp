@@ -30,14 +30,6 @@
 namespace mpsrt::torch_glue::ops::conv {
 namespace {
 
-const c10::OperatorHandle& generic_op(const char* name) {
-  static const c10::OperatorHandle forward =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  static const c10::OperatorHandle backward =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
-  return std::string(name) == "aten::convolution" ? forward : backward;
-}
-
 // A result made contiguous where the CPU kernel kept another format.
 at::Tensor contiguous(const c10::IValue& v) {
   const at::Tensor& t = v.toTensor();
@@ -52,7 +44,9 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight,
                    c10::IntArrayRef output_padding, int64_t groups) {
   torch::jit::Stack s = c10::impl::boxArgs(input, weight, bias, stride, padding, dilation,
                                            transposed, output_padding, groups);
-  cpu_fallback(generic_op("aten::convolution"), &s);
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  cpu_fallback(op, &s);
   return contiguous(s.back());
 }
 
@@ -69,7 +63,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   torch::jit::Stack s =
       c10::impl::boxArgs(grad_output, input, weight, c10::IntArrayRef(bias_sizes), stride, padding,
                          dilation, transposed, output_padding, groups, output_mask);
-  cpu_fallback(generic_op("aten::convolution_backward"), &s);
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  cpu_fallback(op, &s);
   return {contiguous(s[0]), contiguous(s[1]), contiguous(s[2])};
 }
 
