@@ -38,10 +38,9 @@ struct DeviceFacts {
 std::array<DeviceFacts, kMaxDevices> g_facts;
 std::mutex g_facts_mu;
 
-// Cost: the generation's load through the C API, then one load.
-DeviceFacts& facts(c10::DeviceIndex d) {
+// Device d's facts in the runtime generation `now` (stamp()). Cost: one load.
+DeviceFacts& facts(c10::DeviceIndex d, uint64_t now) {
   DeviceFacts& f = g_facts.at(static_cast<size_t>(d));
-  const uint64_t now = stamp();
   if (C10_LIKELY(f.stamp.load(std::memory_order_acquire) == now)) return f;
   std::lock_guard<std::mutex> lock(g_facts_mu);
   if (f.stamp.load(std::memory_order_relaxed) != now) {
@@ -51,11 +50,11 @@ DeviceFacts& facts(c10::DeviceIndex d) {
   return f;
 }
 
-int mode_value() {
-  if (g_mode_stamp.load(std::memory_order_acquire) == stamp()) {
+int mode_value(uint64_t now) {
+  if (g_mode_stamp.load(std::memory_order_acquire) == now) {
     return g_mode.load(std::memory_order_relaxed);
   }
-  return facts(0).setting;
+  return facts(0, now).setting;
 }
 
 const char* mode_name(int m) {
@@ -65,14 +64,15 @@ const char* mode_name(int m) {
 }  // namespace
 
 bool enabled(c10::DeviceIndex d) {
-  const DeviceFacts& f = facts(d);
+  const uint64_t now = stamp();  // one C API call per question
+  const DeviceFacts& f = facts(d, now);
   if (f.arg_bytes == 0) return false;
-  const int m = mode_value();
+  const int m = mode_value(now);
   return m == MPSRT_TORCH_KERNELS_DEVICE || (m == MPSRT_TORCH_KERNELS_AUTO && f.cpu_type == 0);
 }
 
 std::string mode() {
-  return mode_name(mode_value());
+  return mode_name(mode_value(stamp()));
 }
 
 std::string set_mode(const std::string& m) {
@@ -146,7 +146,7 @@ Launch& Launch::arg_bytes(const at::Tensor& t, int64_t first, size_t nbytes, boo
   }
   size_t offset = 0;
   MpsrtBuffer* b = buffer_of(t, &offset);
-  ok_ = b != nullptr && nbytes != 0 && nbytes <= facts(device_).arg_bytes &&
+  ok_ = b != nullptr && nbytes != 0 && nbytes <= facts(device_, stamp()).arg_bytes &&
         (first >= 0 || static_cast<size_t>(-first) <= offset);
   if (ok_) l_.args[l_.nargs++] = {b, offset + first, nbytes, written ? 1 : 0};
   return *this;
