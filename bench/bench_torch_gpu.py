@@ -9,7 +9,9 @@ waiting for its own device:
   goal <= 3x;
 - float32 GEMM 4096^3 (TF32 off on the peer); goal >= 0.5x the peer's TFLOP/s;
 - float16 GEMM 4096^3; goal >= 0.5x (tensor cores on both sides where the device has them);
-- add of two 256 MiB float32 tensors into a third; goal >= 0.9x the peer's GB/s.
+- add of two 256 MiB float32 tensors into a third; goal >= 0.9x the peer's GB/s;
+- the host cost of one op (bench_torch_host): what the CPU spends to enqueue a 1-element add_,
+  a small convolution, a batch norm and an attention call; goals <= 1.5 us / 3 us.
 
 --quick shrinks every size. Where the device has no peer in this process (lavapipe, a GPU
 without torch.cuda), mpsrt's figures stand alone with the reason; goals are judged only on a
@@ -21,6 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
+from . import bench_torch_host
 from .peers import Goal, Peers, versus
 from .timing import Row, progress
 
@@ -168,4 +171,5 @@ def rows(torch: Any, quick: bool, peers: Peers) -> list[Row]:
         out += make(torch, quick, peers)
     out += _gemm(torch, quick, peers, "float32")
     out += _gemm(torch, quick, peers, "float16")
+    out += bench_torch_host.rows(torch, quick, peers)
     return out

@@ -368,9 +368,16 @@ def test_torch_area_on_kernels_measures_the_gpu_rows(
         assert len(rows) == 1 and "its ops run as CPU kernels" in rows[0].note
         return
     cases = [r.name for r in rows]
-    assert len(cases) == 5 and cases[0].startswith("TransformerEncoder")
+    assert len(cases) == 9 and cases[0].startswith("TransformerEncoder")
     assert "float32 GEMM" in cases[3] and "float16 GEMM" in cases[4]
-    for r in rows:
+    host = rows[5:]  # the host cost of one op: torch CPU computing it beside (no torch.cuda here)
+    assert [r.name.split(":")[0] for r in host] == ["host cost"] * 4, cases
+    for r in host:
+        assert r.unit == "ns" and r.value > 0 and r.peer_name == "torch cpu (computed)", r
+        assert r.peer_value > 0 and r.goal in ("<= 1.5 us", "<= 3 us"), r
+        # judged where the op ran on a kernel; a fallback says so instead
+        assert (r.goal_met is None) == ("through the fallback" in r.note), r
+    for r in rows[:5]:
         assert r.value is not None and r.value > 0 and not r.peer_name, r
         assert r.goal.endswith("(gpu)") and r.goal_met is None, r
         assert "no device peer" in r.note, r  # why no peer stands beside it
