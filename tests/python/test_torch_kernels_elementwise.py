@@ -58,6 +58,39 @@ def test_inplace_and_out(device_kernels: bool) -> None:
     check(out_form, a, b, kernels=device_kernels)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_direct_path(device_kernels: bool, dtype: torch.dtype) -> None:
+    """The binary ops' direct path (same dtype, contiguous, same shape or a wrapped number: no
+    TensorIterator) in every form, and the calls just outside it, equal torch CPU's."""
+    a, b = torch.randn(3, 5).to(dtype), torch.randn(3, 5).to(dtype)
+
+    def forms(x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        x = x.clone()
+        x.add_(1).sub_(y, alpha=0.5).mul_(2.5).div_(y.abs() + 1)
+        o = torch.empty_like(x)
+        torch.add(x, y, alpha=3, out=o)
+        z = y.clone()
+        torch.mul(x, z, out=z)  # out is an input
+        return [x, o, z, x + 2, x * y, x - 1.5, x / 4, torch.maximum(x, y), True + x]
+
+    check(forms, a, b, kernels=device_kernels)
+
+
+def test_binary_direct_path_edges(device_kernels: bool) -> None:
+    """What the direct path leaves to the general one: a partial overlap raises torch's error,
+    out= of another shape is resized, an integer tensor with a float number promotes."""
+    a = torch.arange(8.0).to("mpsrt")
+    with pytest.raises(RuntimeError, match="single memory location"):
+        a[1:].add_(a[:-1])
+    assert torch.equal(a.cpu(), torch.arange(8.0))  # nothing written
+    check(
+        lambda x: torch.add(x, x, out=torch.empty(0, device=x.device)),
+        torch.randn(4),
+        kernels=device_kernels,
+    )
+    check(lambda x: x + 0.5, torch.arange(6), kernels=device_kernels)
+
+
 def test_unary(device_kernels: bool) -> None:
     a = torch.randn(33, 17)
     check(lambda x: -x, a, kernels=device_kernels)

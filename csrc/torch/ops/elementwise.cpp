@@ -6,6 +6,7 @@
 // What a kernel declines (float64 math, integer division, more than 4 dims after coalescing,
 // arguments torch rejects with its own message) runs through the fallback.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/TypeProperties.h>
@@ -185,6 +186,83 @@ std::optional<at::Tensor> ran(at::TensorIteratorBase& iter, uint32_t op, const E
   return iter.output();
 }
 
+// ------------------------------------------------------------------ the direct path
+// The commonest binary calls without a TensorIterator (building one is about a third of a small
+// op's host cost): out (or a new tensor), a and b of one float dtype, contiguous, a's shape, b a
+// tensor or a wrapped number (`t.add_(1)`), no partial overlap. The launch is the one
+// the iterator would make, coalesced to one dim.
+
+// A wrapped number's value without a dispatch (item() is an op call).
+c10::Scalar wrapped_value(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble:
+      return *t.const_data_ptr<double>();
+    case at::kLong:
+      return *t.const_data_ptr<int64_t>();
+    case at::kBool:
+      return *t.const_data_ptr<bool>();
+    default:
+      return t.item();
+  }
+}
+
+bool is_wrapped_real(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->is_wrapped_number() && !at::isComplexType(t.scalar_type());
+}
+
+// Whether out (when defined) may be written while x is read: the same memory or none of it.
+bool no_partial_overlap(const at::Tensor& out, const at::Tensor& x) {
+  if (!out.defined() || out.is_same(x)) return true;
+  const at::MemOverlapStatus s = at::get_overlap_status(out, x);
+  return s == at::MemOverlapStatus::Full || s == at::MemOverlapStatus::No;
+}
+
+bool direct_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType t = a.scalar_type();
+  if (!is_float(t) || !a.is_contiguous() || !fits<int32_t>(a.numel())) {
+    return false;
+  }
+  const bool b_ok = is_wrapped_real(b) || (b.scalar_type() == t && b.device() == a.device() &&
+                                           b.sizes() == a.sizes() && b.is_contiguous());
+  const bool out_ok = !out.defined() || (out.scalar_type() == t && out.device() == a.device() &&
+                                         out.sizes() == a.sizes() && out.is_contiguous());
+  return b_ok && out_ok && no_partial_overlap(out, a) && no_partial_overlap(out, b);
+}
+
+// op over a (input 1), b (input 2: a tensor or the wrapped number) and `alpha` (input 3) when
+// given, into out (a new tensor where undefined).
+std::optional<at::Tensor> direct_binary(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                                        uint32_t op, const c10::Scalar* alpha) {
+  at::Tensor result = out.defined() ? out : at::empty(a.sizes(), a.options());
+  if (a.numel() == 0) return result;
+  const bool b_scalar = is_wrapped_real(b);
+  Push push{};
+  push.n = static_cast<uint32_t>(a.numel());
+  push.sizes[0] = push.n;
+  for (int k = 1; k < 4; ++k) push.sizes[k] = 1;
+  push.strides[0] = push.strides[4] = push.strides[8] = 1;
+  uint32_t scalars = 0;
+  if (b_scalar) {
+    scalars |= 1u << 2;
+    scalar_bits(wrapped_value(b), false, &push.strides[8]);
+  }
+  if (alpha != nullptr) {
+    scalars |= 1u << 3;
+    scalar_bits(*alpha, false, &push.strides[12]);
+  }
+  const uint32_t d = dt(a);
+  Launch l("elementwise", a.device().index());
+  l.spec(SPEC_OP, op).spec(SPEC_NDIM, 1).spec(SPEC_DT0, d).spec(SPEC_DT1, d);
+  l.spec(SPEC_DT2, b_scalar ? MPSRT_DTYPE_FLOAT32 : d).spec(SPEC_DT3, MPSRT_DTYPE_FLOAT32);
+  l.spec(SPEC_NIN, alpha != nullptr ? 3 : 2).spec(SPEC_INT_MATH, 0);
+  l.spec(SPEC_SCALARS, scalars).spec(SPEC_VARIANT, 0);
+  const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
+  l.arg_bytes(result, 0, bytes, true).arg_bytes(a, 0, bytes, false);
+  l.arg_bytes(b_scalar ? result : b, 0, bytes, false).arg_bytes(result, 0, bytes, false);
+  if (!l.push(push).grid(push.n, 256).run()) return std::nullopt;
+  return result;
+}
+
 // How TensorIterator builds the op: binary_op, binary_float_op, comparison_op.
 enum class Kind { kBinary, kFloat, kCompare };
 
@@ -199,7 +277,11 @@ template <uint32_t Op, Kind K>
 struct Binary {
   template <class X, class Y>
   static std::optional<at::Tensor> run(at::Tensor& out, const X& x, const Y& y) {
-    at::TensorIterator iter = make_binary(K, out, as_tensor(x), as_tensor(y));
+    const at::Tensor a = as_tensor(x), b = as_tensor(y);
+    if (K != Kind::kCompare && Op != OP_POW && direct_applies(out, a, b)) {
+      return direct_binary(out, a, b, Op, nullptr);
+    }
+    at::TensorIterator iter = make_binary(K, out, a, b);
     // torch refuses integer negative powers of a scalar exponent with its own message (the
     // fallback raises it).
     if (Op == OP_POW && !at::isFloatingType(iter.common_dtype()) && iter.is_cpu_scalar(2) &&
@@ -216,7 +298,11 @@ struct BinaryAlpha {
   template <class Y>
   static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& a, const Y& b,
                                        const c10::Scalar& alpha) {
-    at::TensorIterator iter = make_binary(Kind::kBinary, out, a, as_tensor(b));
+    const at::Tensor bt = as_tensor(b);
+    if (!alpha.isBoolean() && !alpha.isComplex() && direct_applies(out, a, bt)) {
+      return direct_binary(out, a, bt, Op, &alpha);
+    }
+    at::TensorIterator iter = make_binary(Kind::kBinary, out, a, bt);
     const at::ScalarType common = iter.common_dtype();
     // torch's checks (alpha_check, bool subtraction) raise through the fallback.
     if (alpha.isBoolean() || (Op == OP_SUB && common == at::kBool) ||
