@@ -55,16 +55,16 @@ MPSRT_CONST(OP_HARDSIGMOID, 41)  // clamp(a + 3, 0, 6) / 6
 MPSRT_CONST(OP_HARDSIGMOID_BWD, 42)
 MPSRT_CONST(OP_LEAKY_RELU, 43)      // p[0]: the negative slope
 MPSRT_CONST(OP_LEAKY_RELU_BWD, 44)  // p[0]: the negative slope
-MPSRT_CONST(OP_ELU, 45)      // p: alpha * scale, scale, input_scale
-MPSRT_CONST(OP_ELU_BWD, 46)  // p as OP_ELU; VARIANT 1: b is the forward's output
-MPSRT_CONST(OP_SOFTPLUS, 47)      // p: beta, threshold
-MPSRT_CONST(OP_SOFTPLUS_BWD, 48)  // p: beta, threshold
+MPSRT_CONST(OP_ELU, 45)             // p: alpha * scale, scale, input_scale
+MPSRT_CONST(OP_ELU_BWD, 46)         // p as OP_ELU; VARIANT 1: b is the forward's output
+MPSRT_CONST(OP_SOFTPLUS, 47)        // p: beta, threshold
+MPSRT_CONST(OP_SOFTPLUS_BWD, 48)    // p: beta, threshold
 MPSRT_CONST(OP_MISH, 49)
 MPSRT_CONST(OP_MISH_BWD, 50)
-MPSRT_CONST(OP_HARDTANH_BWD, 51)   // p: min, max
-MPSRT_CONST(OP_PRELU, 52)          // a > 0 ? a : b * a (b: the weight)
-MPSRT_CONST(OP_PRELU_BWD_IN, 53)   // b > 0 ? a : c * a (c: the weight)
-MPSRT_CONST(OP_PRELU_BWD_W, 54)    // b > 0 ? 0 : b * a
+MPSRT_CONST(OP_HARDTANH_BWD, 51)  // p: min, max
+MPSRT_CONST(OP_PRELU, 52)         // a > 0 ? a : b * a (b: the weight)
+MPSRT_CONST(OP_PRELU_BWD_IN, 53)  // b > 0 ? a : c * a (c: the weight)
+MPSRT_CONST(OP_PRELU_BWD_W, 54)   // b > 0 ? 0 : b * a
 
 // Specialisation constants.
 MPSRT_SPEC(0, OP, 0)        // the op

@@ -12,6 +12,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/clamp_max_ops.h>
@@ -19,6 +21,8 @@
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cos_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/elu_backward_ops.h>
+#include <ATen/ops/elu_ops.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/floor_divide_ops.h>
@@ -26,29 +30,23 @@
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gt_ops.h>
-#include <ATen/ops/hardswish_ops.h>
-#include <ATen/ops/_prelu_kernel_backward_ops.h>
-#include <ATen/ops/_prelu_kernel_ops.h>
-#include <ATen/ops/elu_backward_ops.h>
-#include <ATen/ops/elu_ops.h>
 #include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardsigmoid_ops.h>
 #include <ATen/ops/hardswish_backward_ops.h>
+#include <ATen/ops/hardswish_ops.h>
 #include <ATen/ops/hardtanh_backward_ops.h>
 #include <ATen/ops/hardtanh_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/leaky_relu_backward_ops.h>
 #include <ATen/ops/leaky_relu_ops.h>
-#include <ATen/ops/mish_backward_ops.h>
-#include <ATen/ops/mish_ops.h>
-#include <ATen/ops/softplus_backward_ops.h>
-#include <ATen/ops/softplus_ops.h>
-#include <ATen/ops/le_ops.h>
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/logical_not_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mish_backward_ops.h>
+#include <ATen/ops/mish_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
@@ -61,6 +59,8 @@
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sin_ops.h>
+#include <ATen/ops/softplus_backward_ops.h>
+#include <ATen/ops/softplus_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
@@ -475,7 +475,9 @@ std::optional<at::Tensor> activation_bwd(at::Tensor& out, const at::Tensor& grad
   return ran(iter, op, o);
 }
 
-float f32(const c10::Scalar& s) { return static_cast<float>(s.toDouble()); }
+float f32(const c10::Scalar& s) {
+  return static_cast<float>(s.toDouble());
+}
 
 template <uint32_t Op>  // hardsigmoid, mish
 struct Act {
