@@ -308,9 +308,12 @@ float mish_bwd_f(float g, float x) {
   return g * (t + x * s * (1.0 - t * t));
 }
 
+// At the bends (x = -3, 3) torch's CPU kernels take the outer side for float16 / bfloat16
+// inputs and the inner side for float32.
 float hardswish_bwd_f(float g, float x) {
-  if (x < -3.0) return 0.0;
-  return x <= 3.0 ? g * (x / 3.0 + 0.5) : g;
+  bool outer = DT2 == DT_F16 || DT2 == DT_BF16;
+  if (outer ? x <= -3.0 : x < -3.0) return 0.0;
+  return (outer ? x < 3.0 : x <= 3.0) ? g * (x / 3.0 + 0.5) : g;
 }
 
 // The activations (and their gradients) OP_HARDSWISH_BWD .. OP_PRELU_BWD_W.
