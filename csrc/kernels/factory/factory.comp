@@ -16,8 +16,10 @@ MPSRT_ARG(1)
 double f64_of(uint w[2]) { return packDouble2x32(uvec2(w[0], w[1])); }
 int64_t i64_of(uint w[2]) { return int64_t(packUint2x32(uvec2(w[0], w[1]))); }
 
-// v rounded to the output's precision (float16 / bfloat16 arithmetic rounds each result).
+// v rounded to the output's precision: linspace computes in the output's dtype (float16 /
+// bfloat16 arithmetic rounds each result); arange in float32 for those.
 float rnd(float v) {
+  if (OP != OP_LINSPACE) return v;
   if (DT0 == DT_F16) return float(float16_t(v));
   if (DT0 == DT_BF16) return bf16_to_float(float_to_bf16(v));
   return v;
@@ -31,7 +33,7 @@ void store_range(uint o, uint i) {
   if (MATH == MATH_I64) {
     st0i(DT0, o, i64_of(pc.a) + i64_of(pc.b) * int64_t(j));
   } else if (MATH == MATH_F32) {
-    precise float step = rnd(uintBitsToFloat(pc.b[0]) * float(j));
+    precise float step = rnd(uintBitsToFloat(pc.b[0]) * rnd(float(j)));
     precise float v = low ? uintBitsToFloat(pc.a[0]) + step : uintBitsToFloat(pc.c[0]) - step;
     st0f(DT0, o, v);
   } else {

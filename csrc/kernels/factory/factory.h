@@ -16,8 +16,8 @@ MPSRT_CONST(OP_TRIL, 3)      // col - row <= k ? in : 0
 MPSRT_CONST(OP_TRIU, 4)      // col - row >= k ? in : 0
 MPSRT_CONST(OP_ROLL, 5)      // in at ((row + rows - k) % rows) along dim 1
 
-// How arange / linspace compute: float64, float32 (rounded to the output's dtype after each
-// operation, as torch's float16 / bfloat16 arithmetic), 64-bit integers.
+// How arange / linspace compute: float64, float32 (linspace: rounded to the output's dtype
+// after each operation, as torch's float16 / bfloat16 arithmetic), 64-bit integers.
 MPSRT_CONST(MATH_F64, 0)
 MPSRT_CONST(MATH_F32, 1)
 MPSRT_CONST(MATH_I64, 2)
