@@ -204,6 +204,14 @@ def test_linspace(device_kernels: bool, dtype: torch.dtype) -> None:
         if device_kernels:
             assert torch.mpsrt.fallback_counts() == {}
         assert_close(got, expected)
+
+    def out_forms(x: torch.Tensor) -> list[torch.Tensor]:
+        torch.linspace(-3, 4, 4, out=x[:, 1])  # a strided out
+        grid = torch.empty(2, 5, device=x.device)
+        torch.linspace(0, 1, 10, out=grid)  # a 2-D out of the right size keeps its shape
+        return [x, grid]
+
+    check(out_forms, torch.zeros(4, 3), kernels=device_kernels)
     # One and no steps.
     assert_close(torch.linspace(2, 9, 1, device="mpsrt"), torch.linspace(2, 9, 1))
     assert_close(torch.linspace(2, 9, 0, device="mpsrt"), torch.linspace(2, 9, 0))
