@@ -104,6 +104,21 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "nn.functional.nll_loss": FLOAT,
     "nn.functional.cross_entropy": FLOAT,
     "nn.functional.mse_loss": FLOAT,
+    # activations (csrc/kernels/elementwise/), tril / triu and roll (csrc/kernels/factory/; the
+    # factories' samples make CPU tensors: test_torch_kernels_act.py tests them)
+    "nn.functional.hardsigmoid": HALF,
+    "nn.functional.leaky_relu": HALF,
+    "nn.functional.elu": HALF,
+    "nn.functional.selu": FLOAT,
+    "nn.functional.celu": FLOAT,
+    "nn.functional.softplus": HALF,
+    "nn.functional.mish": HALF,
+    "nn.functional.hardtanh": HALF,
+    "nn.functional.relu6": HALF,
+    "nn.functional.prelu": HALF,
+    "tril": (torch.float32, torch.int64, torch.bool),
+    "triu": (torch.float32, torch.float16),
+    "roll": (torch.float32, torch.int64),
 }
 
 _BY_NAME = {

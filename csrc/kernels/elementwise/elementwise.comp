@@ -262,6 +262,79 @@ float clamp_nan_f(float v, float lo, float hi) {
   return v > hi ? hi : v;
 }
 
+// log(1 + x) and exp(x) - 1 accurate near 0 (the rounding of 1 + x, or of exp(x), corrected
+// by the ratio of the exact argument to the rounded one).
+float log1p_f(float x) {
+  float u = 1.0 + x;
+  if (u == 1.0 || isnan(x)) return x;
+  if (isinf(u)) return u;
+  return log_f(u) * (x / (u - 1.0));
+}
+
+float expm1_f(float x) {
+  float u = exp_f(x);
+  if (u == 1.0 || isnan(x)) return x;
+  float um1 = u - 1.0;
+  if (um1 == -1.0 || isinf(u)) return um1;
+  return um1 * (x / log_f(u));
+}
+
+float softplus_f(float x) {
+  float bx = x * pc.p[0];
+  return bx > pc.p[1] ? x : log1p_f(exp_f(bx)) / pc.p[0];
+}
+
+float softplus_bwd_f(float g, float x) {
+  float bx = x * pc.p[0];
+  if (bx > pc.p[1]) return g;
+  float z = exp_f(bx);
+  return g * z / (z + 1.0);
+}
+
+float elu_f(float x) {
+  return x <= 0.0 ? expm1_f(x * pc.p[2]) * pc.p[0] : x * pc.p[1];
+}
+
+// elu's gradient from its input, or from its output (VARIANT 1).
+float elu_bwd_f(float g, float b) {
+  if (b > 0.0 || isnan(b)) return g * pc.p[1];
+  if (VARIANT == 1u) return g * pc.p[2] * (b + pc.p[0]);
+  return g * pc.p[2] * pc.p[0] * exp_f(b * pc.p[2]);
+}
+
+float mish_bwd_f(float g, float x) {
+  float s = sigmoid_f(x);
+  float t = tanh_f(log1p_f(exp_f(x)));
+  return g * (t + x * s * (1.0 - t * t));
+}
+
+// At the bends (x = -3, 3) torch's CPU kernels take the outer side for float16 / bfloat16
+// inputs and the inner side for float32.
+float hardswish_bwd_f(float g, float x) {
+  bool outer = DT2 == DT_F16 || DT2 == DT_BF16;
+  if (outer ? x <= -3.0 : x < -3.0) return 0.0;
+  return (outer ? x < 3.0 : x <= 3.0) ? g * (x / 3.0 + 0.5) : g;
+}
+
+// The activations (and their gradients) OP_HARDSWISH_BWD .. OP_PRELU_BWD_W.
+float activation_f(float a, float b, float c) {
+  if (OP == OP_HARDSWISH_BWD) return hardswish_bwd_f(a, b);
+  if (OP == OP_HARDSIGMOID) return clamp_nan_f(a + 3.0, 0.0, 6.0) / 6.0;
+  if (OP == OP_HARDSIGMOID_BWD) return (b > -3.0 && b < 3.0) ? a * (1.0 / 6.0) : 0.0;
+  if (OP == OP_LEAKY_RELU) return a > 0.0 ? a : a * pc.p[0];
+  if (OP == OP_LEAKY_RELU_BWD) return b > 0.0 ? a : a * pc.p[0];
+  if (OP == OP_ELU) return elu_f(a);
+  if (OP == OP_ELU_BWD) return elu_bwd_f(a, b);
+  if (OP == OP_SOFTPLUS) return softplus_f(a);
+  if (OP == OP_SOFTPLUS_BWD) return softplus_bwd_f(a, b);
+  if (OP == OP_MISH) return a * tanh_f(log1p_f(exp_f(a)));
+  if (OP == OP_MISH_BWD) return mish_bwd_f(a, b);
+  if (OP == OP_HARDTANH_BWD) return (b <= pc.p[0] || b >= pc.p[1]) ? 0.0 : a;
+  if (OP == OP_PRELU) return a > 0.0 ? a : b * a;
+  if (OP == OP_PRELU_BWD_IN) return b > 0.0 ? a : c * a;
+  return b > 0.0 ? 0.0 : b * a;  // OP_PRELU_BWD_W
+}
+
 float op_f(uint idx[4]) {
   float a = in_f(1u, idx);
   float b = in_f(2u, idx);
@@ -308,6 +381,7 @@ float op_f(uint idx[4]) {
   if (OP == OP_DIV_TRUNC) return trunc(a / b);
   if (OP == OP_DIV_FLOOR) return div_floor_f(a, b);
   if (OP == OP_MASKED_FILL) return b != 0.0 ? c : a;
+  if (OP >= OP_HARDSWISH_BWD && OP <= OP_PRELU_BWD_W) return activation_f(a, b, c);
   return a;
 }
 

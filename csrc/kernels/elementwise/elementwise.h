@@ -48,6 +48,23 @@ MPSRT_CONST(OP_DIV_TRUNC, 36)
 MPSRT_CONST(OP_DIV_FLOOR, 37)
 MPSRT_CONST(OP_MASKED_FILL, 38)  // b ? c : a (a: self, b: mask, c: value)
 MPSRT_CONST(OP_HARDSWISH, 39)    // a * clamp(a + 3, 0, 6) / 6
+// Activations and their gradients (backward ops: a the gradient, b the forward's input, or its
+// output where said); float parameters in p.
+MPSRT_CONST(OP_HARDSWISH_BWD, 40)
+MPSRT_CONST(OP_HARDSIGMOID, 41)  // clamp(a + 3, 0, 6) / 6
+MPSRT_CONST(OP_HARDSIGMOID_BWD, 42)
+MPSRT_CONST(OP_LEAKY_RELU, 43)      // p[0]: the negative slope
+MPSRT_CONST(OP_LEAKY_RELU_BWD, 44)  // p[0]: the negative slope
+MPSRT_CONST(OP_ELU, 45)             // p: alpha * scale, scale, input_scale
+MPSRT_CONST(OP_ELU_BWD, 46)         // p as OP_ELU; VARIANT 1: b is the forward's output
+MPSRT_CONST(OP_SOFTPLUS, 47)        // p: beta, threshold
+MPSRT_CONST(OP_SOFTPLUS_BWD, 48)    // p: beta, threshold
+MPSRT_CONST(OP_MISH, 49)
+MPSRT_CONST(OP_MISH_BWD, 50)
+MPSRT_CONST(OP_HARDTANH_BWD, 51)  // p: min, max
+MPSRT_CONST(OP_PRELU, 52)         // a > 0 ? a : b * a (b: the weight)
+MPSRT_CONST(OP_PRELU_BWD_IN, 53)  // b > 0 ? a : c * a (c: the weight)
+MPSRT_CONST(OP_PRELU_BWD_W, 54)   // b > 0 ? 0 : b * a
 
 // Specialisation constants.
 MPSRT_SPEC(0, OP, 0)        // the op
@@ -59,7 +76,8 @@ MPSRT_SPEC(5, DT3, DT_F32)
 MPSRT_SPEC(6, NIN, 1)       // inputs
 MPSRT_SPEC(7, INT_MATH, 0)  // 64-bit integer math (1) or float32 (0)
 MPSRT_SPEC(8, SCALARS, 0)   // bit i: input i is a scalar (its value in `strides`)
-MPSRT_SPEC(9, VARIANT, 0)   // gelu: 1 tanh; clamp: bit 0 a min bound, bit 1 a max bound
+MPSRT_SPEC(9, VARIANT, 0)   // gelu: 1 tanh; clamp: bit 0 a min bound, bit 1 a max bound; elu
+                            // backward: 1 from the output
 
 // Push constants: n elements, sizes (innermost first), strides[operand][dim] in elements (a
 // scalar input's two first strides hold its value: float32 bits in float math, the 64-bit

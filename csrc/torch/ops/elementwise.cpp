@@ -13,6 +13,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/clamp_max_ops.h>
@@ -20,6 +22,8 @@
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cos_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/elu_backward_ops.h>
+#include <ATen/ops/elu_ops.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/floor_divide_ops.h>
@@ -27,14 +31,23 @@
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gt_ops.h>
+#include <ATen/ops/hardsigmoid_backward_ops.h>
+#include <ATen/ops/hardsigmoid_ops.h>
+#include <ATen/ops/hardswish_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
+#include <ATen/ops/hardtanh_backward_ops.h>
+#include <ATen/ops/hardtanh_ops.h>
 #include <ATen/ops/le_ops.h>
+#include <ATen/ops/leaky_relu_backward_ops.h>
+#include <ATen/ops/leaky_relu_ops.h>
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/logical_not_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mish_backward_ops.h>
+#include <ATen/ops/mish_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
@@ -47,6 +60,8 @@
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sin_ops.h>
+#include <ATen/ops/softplus_backward_ops.h>
+#include <ATen/ops/softplus_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
@@ -75,6 +90,7 @@ struct EwOptions {
   at::ScalarType compute = at::ScalarType::Undefined;
   std::vector<c10::Scalar> scalars;
   uint32_t variant = 0;
+  float p[3] = {0, 0, 0};  // the kernel's float parameters (elementwise.h)
 };
 
 // A scalar's push-constant bits: the 64-bit integer (integer math) or float32 bits.
@@ -168,6 +184,7 @@ bool fill_operands(at::TensorIteratorBase& iter, const EwOptions& o, bool bitwis
   uint32_t scalars = 0;
   if (!fill_operands(iter, o, bitwise, int_math, push, dts, scalars)) return false;
   push.n = static_cast<uint32_t>(iter.numel());
+  for (int k = 0; k < 3; ++k) push.p[k] = o.p[k];
   for (int k = 0; k < 4; ++k) {
     push.sizes[k] = k < iter.ndim() ? static_cast<uint32_t>(iter.shape()[k]) : 1;
   }
@@ -516,6 +533,160 @@ struct GeluBackward {
   }
 };
 
+// ---- activations (float operands only: torch has no integer kernels for them, which the
+// fallback reports; float64 declines as everywhere here) with their parameters in p.
+
+EwOptions params(float p0, float p1 = 0, float p2 = 0, uint32_t variant = 0) {
+  EwOptions o;
+  o.p[0] = p0;
+  o.p[1] = p1;
+  o.p[2] = p2;
+  o.variant = variant;
+  return o;
+}
+
+std::optional<at::Tensor> activation(at::Tensor& out, const at::Tensor& self, uint32_t op,
+                                     const EwOptions& o = {}) {
+  if (!is_float(self.scalar_type())) return std::nullopt;
+  at::TensorIterator iter = at::TensorIterator::unary_op(out, self);
+  return ran(iter, op, o);
+}
+
+// An activation's gradient: (grad_output, the forward's input or output) -> grad_input.
+std::optional<at::Tensor> activation_bwd(at::Tensor& out, const at::Tensor& grad,
+                                         const at::Tensor& x, uint32_t op,
+                                         const EwOptions& o = {}) {
+  at::TensorIterator iter = make_binary(Kind::kBinary, out, grad, x);
+  if (!is_float(iter.common_dtype())) return std::nullopt;
+  return ran(iter, op, o);
+}
+
+float f32(const c10::Scalar& s) {
+  return static_cast<float>(s.toDouble());
+}
+
+template <uint32_t Op>  // hardsigmoid, mish
+struct Act {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self) {
+    return activation(out, self, Op);
+  }
+};
+
+template <uint32_t Op>  // hardswish, hardsigmoid, mish backward
+struct ActBackward {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
+                                       const at::Tensor& x) {
+    return activation_bwd(out, grad, x, Op);
+  }
+};
+
+struct LeakyRelu {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self,
+                                       const c10::Scalar& slope) {
+    return activation(out, self, OP_LEAKY_RELU, params(f32(slope)));
+  }
+};
+
+struct LeakyReluBackward {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
+                                       const at::Tensor& self, const c10::Scalar& slope,
+                                       bool self_is_result) {
+    // A negative slope from the output is torch's error (the fallback raises it).
+    if (self_is_result && slope.toDouble() < 0) return std::nullopt;
+    return activation_bwd(out, grad, self, OP_LEAKY_RELU_BWD, params(f32(slope)));
+  }
+};
+
+// elu's coefficients as torch's CPU kernel takes them: alpha * scale, scale, input_scale.
+EwOptions elu_params(const c10::Scalar& alpha, const c10::Scalar& scale,
+                     const c10::Scalar& input_scale, bool is_result = false) {
+  return params(f32(alpha) * f32(scale), f32(scale), f32(input_scale), is_result ? 1 : 0);
+}
+
+struct Elu {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self,
+                                       const c10::Scalar& alpha, const c10::Scalar& scale,
+                                       const c10::Scalar& input_scale) {
+    return activation(out, self, OP_ELU, elu_params(alpha, scale, input_scale));
+  }
+};
+
+struct EluBackward {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
+                                       const c10::Scalar& alpha, const c10::Scalar& scale,
+                                       const c10::Scalar& input_scale, bool is_result,
+                                       const at::Tensor& x) {
+    // A negative alpha from the output is torch's error (the fallback raises it).
+    if (is_result && alpha.toDouble() < 0) return std::nullopt;
+    return activation_bwd(out, grad, x, OP_ELU_BWD,
+                          elu_params(alpha, scale, input_scale, is_result));
+  }
+};
+
+struct Softplus {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self,
+                                       const c10::Scalar& beta, const c10::Scalar& threshold) {
+    return activation(out, self, OP_SOFTPLUS, params(f32(beta), f32(threshold)));
+  }
+};
+
+struct SoftplusBackward {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
+                                       const at::Tensor& self, const c10::Scalar& beta,
+                                       const c10::Scalar& threshold) {
+    return activation_bwd(out, grad, self, OP_SOFTPLUS_BWD, params(f32(beta), f32(threshold)));
+  }
+};
+
+// hardtanh is clamp (NaN kept) on float tensors.
+struct Hardtanh {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self,
+                                       const c10::Scalar& lo, const c10::Scalar& hi) {
+    if (!is_float(self.scalar_type())) return std::nullopt;
+    return Clamp::run(out, self, lo, hi);
+  }
+};
+
+struct HardtanhBackward {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& grad,
+                                       const at::Tensor& self, const c10::Scalar& lo,
+                                       const c10::Scalar& hi) {
+    return activation_bwd(out, grad, self, OP_HARDTANH_BWD, params(f32(lo), f32(hi)));
+  }
+};
+
+// _prelu_kernel(self, weight): weight broadcast to self by the caller (prelu); one dtype.
+std::optional<at::Tensor> prelu(const at::Tensor& self, const at::Tensor& weight) {
+  if (!is_float(self.scalar_type()) || weight.scalar_type() != self.scalar_type()) {
+    return std::nullopt;
+  }
+  at::Tensor out;
+  at::TensorIterator iter = make_binary(Kind::kBinary, out, self, weight);
+  return ran(iter, OP_PRELU);
+}
+
+// _prelu_kernel_backward: the input's and the weight's gradients, both in the operands'
+// broadcast shape (autograd sums the weight's down to the weight's shape), one launch each.
+std::optional<std::tuple<at::Tensor, at::Tensor>> prelu_backward(const at::Tensor& grad,
+                                                                 const at::Tensor& self,
+                                                                 const at::Tensor& weight) {
+  const at::ScalarType t = self.scalar_type();
+  if (!is_float(t) || weight.scalar_type() != t || grad.scalar_type() != t) return std::nullopt;
+  at::Tensor grad_in;
+  at::Tensor grad_w;
+  for (at::Tensor* out : {&grad_in, &grad_w}) {
+    at::TensorIterator iter = promoting_config()
+                                  .add_output(*out)
+                                  .add_const_input(grad)
+                                  .add_const_input(self)
+                                  .add_const_input(weight)
+                                  .build();
+    if (!ran(iter, out == &grad_in ? OP_PRELU_BWD_IN : OP_PRELU_BWD_W)) return std::nullopt;
+    *out = iter.output();
+  }
+  return std::make_tuple(grad_in, grad_w);
+}
+
 // The functional, in-place and out= forms of op `Core`; P: the host path of the first two, for
 // the ops models call most (an out= form takes the fallback, which resizes `out`).
 template <class F, class I, class O, class Core, HostPath P = HostPath::kBoxed>
@@ -627,6 +798,36 @@ void register_others(torch::Library& m) {
   reg<A::tanh_backward_grad_input, Out<Backward<OP_TANH_BWD>>>(m);
 }
 
+void register_activations(torch::Library& m) {
+  forms<A::hardsigmoid, A::hardsigmoid_, A::hardsigmoid_out, Act<OP_HARDSIGMOID>, kTyped>(m);
+  forms<A::mish, A::mish_, A::mish_out, Act<OP_MISH>>(m);
+  forms<A::leaky_relu, A::leaky_relu_, A::leaky_relu_out, LeakyRelu>(m);
+  forms<A::elu, A::elu_, A::elu_out, Elu>(m);
+  forms<A::hardtanh, A::hardtanh_, A::hardtanh_out, Hardtanh>(m);
+  reg<A::softplus, Functional<Softplus>>(m);
+  reg<A::softplus_out, Out<Softplus>>(m);
+  reg<A::_prelu_kernel, &prelu>(m);
+  reg<A::_prelu_kernel_backward, &prelu_backward>(m);
+}
+
+void register_activation_gradients(torch::Library& m) {
+  using HardswishBwd = ActBackward<OP_HARDSWISH_BWD>;
+  using HardsigmoidBwd = ActBackward<OP_HARDSIGMOID_BWD>;
+  reg<A::hardswish_backward, Functional<HardswishBwd>>(m);
+  reg<A::hardswish_backward_out, Out<HardswishBwd>>(m);
+  reg<A::hardsigmoid_backward, Functional<HardsigmoidBwd>>(m);
+  reg<A::hardsigmoid_backward_grad_input, Out<HardsigmoidBwd>>(m);
+  reg<A::mish_backward, Functional<ActBackward<OP_MISH_BWD>>>(m);
+  reg<A::leaky_relu_backward, Functional<LeakyReluBackward>>(m);
+  reg<A::leaky_relu_backward_grad_input, Out<LeakyReluBackward>>(m);
+  reg<A::elu_backward, Functional<EluBackward>>(m);
+  reg<A::elu_backward_grad_input, Out<EluBackward>>(m);
+  reg<A::softplus_backward, Functional<SoftplusBackward>>(m);
+  reg<A::softplus_backward_grad_input, Out<SoftplusBackward>>(m);
+  reg<A::hardtanh_backward, Functional<HardtanhBackward>>(m);
+  reg<A::hardtanh_backward_grad_input, Out<HardtanhBackward>>(m);
+}
+
 }  // namespace
 }  // namespace mpsrt::torch_glue::ops::elementwise
 
@@ -636,4 +837,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   e::register_unary(m);
   e::register_comparisons(m);
   e::register_others(m);
+  e::register_activations(m);
+  e::register_activation_gradients(m);
 }
