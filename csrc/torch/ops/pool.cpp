@@ -122,8 +122,7 @@ at::Tensor empty_like_format(const at::Tensor& like, at::IntArrayRef sizes, at::
 
 // The common push fields: channels, the written element count, sizes and strides.
 template <class Push>
-void fill_geometry(Push& p, const Shape5& src, const Shape5& dst, const Dims& in,
-                   const Dims& out) {
+void fill_geometry(Push& p, const Shape5& src, const Shape5& dst, const Dims& in, const Dims& out) {
   p.c = static_cast<uint32_t>(dst.size[1]);
   int64_t total = 1;
   for (int i = 0; i < 5; ++i) {
@@ -333,9 +332,8 @@ std::optional<PoolLaunch> avg_launch(uint32_t op, int64_t nd, at::IntArrayRef ke
 
 template <int64_t ND>
 std::optional<at::Tensor> avg_pool(const at::Tensor& self, at::IntArrayRef kernel,
-                                   at::IntArrayRef stride, at::IntArrayRef padding,
-                                   bool ceil_mode, bool count_include_pad,
-                                   std::optional<int64_t> divisor) {
+                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                   bool count_include_pad, std::optional<int64_t> divisor) {
   const auto k = avg_launch(pk::OP_AVG, ND, kernel, stride, padding, count_include_pad, divisor);
   const std::optional<Dims> in = input_sizes(self, ND);
   if (!k || !in || !loop_ok(k->w.k[0], k->w.k[1], k->w.k[2])) return std::nullopt;
@@ -372,7 +370,8 @@ std::optional<Dims> adaptive_sizes(const Dims& in, at::IntArrayRef size, int64_t
     out[j] = size[i];
     if (out[j] <= 0 || !fits<int32_t>((in[j] + 1) * (out[j] + 1))) return std::nullopt;
   }
-  for (int j = 0; j < 3; ++j) r[j] = backward ? adaptive_reach(out[j], in[j]) : adaptive_reach(in[j], out[j]);
+  for (int j = 0; j < 3; ++j)
+    r[j] = backward ? adaptive_reach(out[j], in[j]) : adaptive_reach(in[j], out[j]);
   if (!loop_ok(r[0], r[1], r[2])) return std::nullopt;
   return out;
 }
@@ -485,9 +484,8 @@ std::optional<at::Tensor> resample(const Resample& r, const at::Tensor& self,
 }
 
 std::optional<at::Tensor> resample_backward(const Resample& r, const at::Tensor& grad,
-                                            at::IntArrayRef output_size,
-                                            at::IntArrayRef input_size, int64_t nd,
-                                            const Scales& sc) {
+                                            at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                            int64_t nd, const Scales& sc) {
   const std::optional<Shape5> g5 = shape5(grad, nd, false);
   const std::optional<Dims> out = resampled_sizes(output_size, nd);
   if (!is_float(grad.scalar_type()) || !g5 || !out || g5->spatial() != *out) return std::nullopt;
