@@ -227,3 +227,16 @@ def test_declines_to_the_fallback(device_kernels: bool) -> None:
     # Bad arguments raise torch's errors.
     with pytest.raises(RuntimeError, match="pad should be"):
         F.max_pool2d(torch.randn(1, 1, 4, 4, device="mpsrt"), 2, padding=2)
+
+
+def test_long_windows_decline(device_kernels: bool) -> None:
+    # A window (or, backward, the outputs reaching an element) longer than one invocation may
+    # loop declines to the fallback, which agrees with torch CPU.
+    x = torch.randn(1, 2, 200, 100)
+    check(lambda t: F.adaptive_avg_pool2d(t, (1, 2)), x, kernels=False)
+    assert "aten::_adaptive_avg_pool2d" in torch.mpsrt.fallback_counts()
+    small = torch.randn(1, 1, 2, 2)
+    check_grad(partial(F.interpolate, size=(300, 300)), small, kernels=False)
+    counts = torch.mpsrt.fallback_counts()
+    assert "aten::upsample_nearest2d_backward" in counts
+    assert "aten::upsample_nearest2d" not in counts
