@@ -7,7 +7,7 @@
 //   forward:  binding 0 out (strides ds), 1 indices (ds; the max ops), 2 input (ss).
 //   backward: binding 0 grad_input (ds), 1 indices (ss; the max ops), 2 grad_output (ss).
 // The glue keeps the window of an output (forward) and the outputs that can reach an element
-// (backward) at most 16384 per invocation (llvmpipe's loop limit) and flat indices below 2^31.
+// (backward) at most 8192 per invocation (llvmpipe's loop limit) and flat indices below 2^31.
 //
 // Ops, specialisation constants and push constants: pool.h.
 #version 450

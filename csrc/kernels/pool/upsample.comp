@@ -7,7 +7,7 @@
 //   backward: binding 0 grad_input (ds), 1 grad_output (ss); one invocation per grad_input
 //     element, a gather over the outputs whose taps reach it (found by binary search: an
 //     output's first tap never decreases with it), in output order: no atomics.
-// The glue keeps the outputs that reach an element at most 16384 (llvmpipe's loop limit).
+// The glue keeps the outputs that reach an element at most 8192 (llvmpipe's loop limit).
 //
 // Modes, specialisation constants and push constants: upsample.h.
 #version 450
