@@ -105,6 +105,12 @@ def test_max_pool_nan_and_ties(device_kernels: bool) -> None:
         kernels=device_kernels,
     )
     assert out[0][1].dtype == torch.int64
+    check_grad(
+        partial(F.adaptive_max_pool2d, output_size=(2, 3), return_indices=True), x, device_kernels
+    )
+    check_grad(
+        partial(F.max_pool2d, kernel_size=2, padding=1, return_indices=True), x, device_kernels
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
