@@ -51,6 +51,7 @@
 #include <ATen/ops/upsample_trilinear3d_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -81,11 +82,12 @@ struct Shape5 {
 };
 
 // t as a Shape5 with k spatial dims (t has k + 2 dims, or k + 1 where `unbatched`); nothing
-// where its rank differs, it is empty, or a size, stride or its span does not fit 32 bits.
+// where its rank differs, it is empty, not a kernel float dtype, or a size, stride or its span
+// does not fit 32 bits.
 std::optional<Shape5> shape5(const at::Tensor& t, int64_t k, bool unbatched) {
   const int64_t d = t.dim();
   if ((d != k + 2 && !(unbatched && d == k + 1)) || t.numel() == 0) return std::nullopt;
-  if (!is_float(t.scalar_type()) && t.scalar_type() != at::kLong) return std::nullopt;
+  if (!is_float(t.scalar_type())) return std::nullopt;
   Shape5 s;
   const int64_t lead = d - k;
   for (int64_t i = 0; i < lead; ++i) {
@@ -265,8 +267,9 @@ std::optional<at::Tensor> grad_like(const at::Tensor& grad, const at::Tensor& se
                                     const at::Tensor& indices, int64_t nd, const Dims& out) {
   if (grad.scalar_type() != self.scalar_type() || grad.dim() != self.dim()) return std::nullopt;
   if (grad.sizes() != at::IntArrayRef(with_spatial(self, nd, out))) return std::nullopt;
-  if (!indices.defined() || grad.strides() == indices.strides()) return grad;
+  if (!indices.defined()) return grad;
   if (indices.sizes() != grad.sizes() || indices.scalar_type() != at::kLong) return std::nullopt;
+  if (grad.strides() == indices.strides()) return grad;
   at::Tensor g = at::empty_like(indices, grad.options());
   g.copy_(grad);
   return g;
@@ -490,7 +493,8 @@ std::optional<at::Tensor> resample_backward(const Resample& r, const at::Tensor&
   const std::optional<Dims> out = resampled_sizes(output_size, nd);
   if (!is_float(grad.scalar_type()) || !g5 || !out || g5->spatial() != *out) return std::nullopt;
   if (static_cast<int64_t>(input_size.size()) != nd + 2 || input_size[0] != grad.size(0) ||
-      input_size[1] != grad.size(1)) {
+      input_size[1] != grad.size(1) ||
+      std::any_of(input_size.begin(), input_size.end(), [](int64_t v) { return v <= 0; })) {
     return std::nullopt;
   }
   at::Tensor gi = empty_like_format(grad, input_size, grad.scalar_type());
