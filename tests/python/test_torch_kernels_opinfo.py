@@ -119,6 +119,30 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "tril": (torch.float32, torch.int64, torch.bool),
     "triu": (torch.float32, torch.float16),
     "roll": (torch.float32, torch.int64),
+    # pooling and resampling (csrc/kernels/pool/); FLOAT where torch CPU's float16 / bfloat16
+    # results are further from the exact ones than the kernels' (float32 math)
+    "nn.functional.max_pool1d": HALF,
+    "nn.functional.max_pool2d": HALF,
+    "nn.functional.max_pool3d": HALF,
+    "max_pool2d_with_indices_backward": HALF,
+    "nn.functional.avg_pool1d": HALF,
+    "nn.functional.avg_pool2d": HALF,
+    "nn.functional.avg_pool3d": FLOAT,
+    "nn.functional.adaptive_avg_pool1d": HALF,
+    "nn.functional.adaptive_avg_pool2d": HALF,
+    "nn.functional.adaptive_avg_pool3d": FLOAT,
+    "nn.functional.adaptive_max_pool1d": HALF,
+    "nn.functional.adaptive_max_pool2d": HALF,
+    "nn.functional.adaptive_max_pool3d": HALF,
+    "nn.functional.interpolate.nearest": HALF,
+    "nn.functional.interpolate.nearest-exact": HALF,
+    "nn.functional.interpolate.linear": FLOAT,
+    "nn.functional.interpolate.bilinear": HALF,
+    "nn.functional.interpolate.trilinear": FLOAT,
+    "nn.functional.interpolate.bicubic": FLOAT,
+    "nn.functional.interpolate.area": FLOAT,
+    "nn.functional.upsample_nearest": HALF,
+    "nn.functional.upsample_bilinear": HALF,
 }
 
 _BY_NAME = {

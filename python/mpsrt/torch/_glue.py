@@ -74,6 +74,7 @@ _KERNEL_FAMILIES = (
     "loss",
     "optim",
     "factory",
+    "pool",
 )
 
 
