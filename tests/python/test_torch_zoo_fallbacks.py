@@ -7,7 +7,7 @@ lavapipe's default, and MPSRT_VULKAN_MEMORY=discrete, a real GPU's); the ops tha
 kernels instead (torch.mpsrt.fallback_counts()) must be exactly the family's accepted list in
 ACCEPTED: an op outside it fails (give it a kernel, or accept it here with the reason), and so
 does an accepted op that no longer falls back (remove it: the list stays true, and shrinks to
-empty as the kernels land). The zoo's run takes about a minute on lavapipe: it runs where
+empty as the kernels land). The zoo's run takes about 2 minutes on lavapipe: it runs where
 MPSRT_TEST_ZOO_FALLBACKS=1 (CI's step "extended: the model zoo on the device's kernels").
 
 model.generate() of the decoders (GPT-2, the Llama-style model; tiny, random weights, seed 0) on
@@ -137,7 +137,7 @@ def _forward_and_step(zoo: zoo_models.Zoo) -> dict[str, int]:
     return torch.mpsrt.fallback_counts()
 
 
-@pytest.mark.skipif(not ZOO_FALLBACKS, reason="set MPSRT_TEST_ZOO_FALLBACKS=1 (~1 min)")
+@pytest.mark.skipif(not ZOO_FALLBACKS, reason="set MPSRT_TEST_ZOO_FALLBACKS=1 (~2 min on lavapipe)")
 @pytest.mark.parametrize("memory", list(MEMORY))
 @pytest.mark.parametrize("name", list(zoo_models.FAMILIES))
 def test_zoo_falls_back_only_as_accepted(
