@@ -1,5 +1,5 @@
-"""The model zoo: real model classes (torchvision's, Hugging Face transformers', and two written
-here), random weights from a fixed seed, at two sizes: "test" (tiny: tests/python/
+"""The model zoo: real model classes (torchvision's, Hugging Face transformers', and three
+written here), random weights from a fixed seed, at two sizes: "test" (tiny: tests/python/
 test_torch_zoo.py compares them with torch CPU on every backend) and "bench" (a forward of a few
 to tens of ms on a CPU: the torch area's zoo rows, bench_torch.py).
 
@@ -10,6 +10,7 @@ training loss. `build(name, size)` makes one (seeded: the same weights in every 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import pathlib
@@ -155,6 +156,42 @@ def _swin(size: str) -> Zoo:
     return _classifier("swin", model, _torch().randn(2, 3, side, side), 10, "sgd")
 
 
+def _efficientnet(size: str) -> Zoo:
+    # MBConv blocks: depthwise convolutions, SiLU, squeeze-and-excitation (sigmoid gates),
+    # BatchNorm; stochastic depth and dropout off so that a training step is deterministic.
+    # "bench" is efficientnet_b0; "test" is its block table at a quarter of the width and a
+    # third of the depth (b0's 81 convolutions of distinct shapes cost torch's CPU kernels
+    # seconds of first-call set-up each run), at 64 pixels a side: the last stages' BatchNorm
+    # then normalizes 2 x 2 x batch values per channel (at 32, only the batch's 2, whose
+    # variance near 0 turns float32 rounding before it into differences of ~1e-3).
+    tv = import_torchvision()
+    options = dict(num_classes=10, dropout=0.0, stochastic_depth_prob=0.0)
+    if size == "bench":
+        model = tv.models.efficientnet_b0(**options)
+        return _classifier("efficientnet_b0", model, _torch().randn(4, 3, 128, 128), 10, "sgd")
+    mb = functools.partial(tv.models.efficientnet.MBConvConfig, width_mult=0.25, depth_mult=0.34)
+    b0 = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3)]
+    b0 += [(6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1)]
+    model = tv.models.EfficientNet([mb(*row) for row in b0], **options)
+    return _classifier("efficientnet_b0", model, _torch().randn(2, 3, 64, 64), 10, "sgd")
+
+
+def _convnext(size: str) -> Zoo:
+    # 7x7 depthwise convolutions, LayerNorm over channels (a permute each way), GELU, layer
+    # scale; a small configuration of torchvision's ConvNeXt class (convnext_tiny's blocks).
+    tv = import_torchvision()
+    cfg = tv.models.convnext.CNBlockConfig
+    if size == "test":
+        blocks, batch, side = [cfg(16, 32, 1), cfg(32, None, 1)], 2, 32
+    else:  # convnext_tiny's widths, one block per stage
+        blocks = [cfg(96, 192, 1), cfg(192, 384, 1), cfg(384, 768, 1), cfg(768, None, 1)]
+        batch, side = 2, 128
+    # layer_scale 1 (torchvision's default 1e-6 scales each block's output to nothing, so the
+    # comparison would not see the blocks)
+    model = tv.models.ConvNeXt(blocks, stochastic_depth_prob=0.0, layer_scale=1.0, num_classes=10)
+    return _classifier("convnext", model, _torch().randn(batch, 3, side, side), 10, "sgd")
+
+
 def _token_ids(vocab: int, batch: int, seq: int) -> Any:
     return _torch().randint(0, vocab, (batch, seq))
 
@@ -209,6 +246,70 @@ def _bert(size: str) -> Zoo:
         _token_ids(vocab, batch, seq),
         lambda m, x: m(x).logits,
         lambda m, x: m(x, labels=x).loss,
+        "adamw",
+    )
+
+
+def _llama(size: str) -> Zoo:
+    # RMSNorm, rotary position embeddings, a SiLU-gated MLP, grouped-query attention (2 key /
+    # value heads shared by 4 query heads).
+    tf = import_transformers()
+    layers, width, vocab, batch, seq = (
+        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 64)
+    )
+    cfg = tf.LlamaConfig(
+        num_hidden_layers=layers,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=vocab,
+        max_position_embeddings=max(64, seq),
+        attention_dropout=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    model = tf.LlamaForCausalLM(cfg)
+    return Zoo(
+        "llama",
+        model,
+        _token_ids(vocab, batch, seq),
+        lambda m, x: m(x).logits,
+        lambda m, x: m(x, labels=x).loss,
+        "adamw",
+    )
+
+
+def _t5(size: str) -> Zoo:
+    # An encoder-decoder: relative position buckets (a learnt bias per bucket), RMS-style
+    # layer norm, ReLU feed-forward, cross-attention; the decoder reads the input shifted right.
+    tf = import_transformers()
+    layers, width, vocab, batch, seq = (
+        (2, 64, 128, 2, 16) if size == "test" else (4, 256, 1000, 4, 64)
+    )
+    cfg = tf.T5Config(
+        num_layers=layers,
+        num_decoder_layers=layers,
+        d_model=width,
+        d_kv=width // 4,
+        d_ff=2 * width,
+        num_heads=4,
+        vocab_size=vocab,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=32,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    model = tf.T5ForConditionalGeneration(cfg)
+    return Zoo(
+        "t5",
+        model,
+        _token_ids(vocab, batch, seq),
+        lambda m, x: m(input_ids=x, labels=x).logits,
+        lambda m, x: m(input_ids=x, labels=x).loss,
         "adamw",
     )
 
@@ -288,6 +389,89 @@ def _unet(size: str) -> Zoo:
     return Zoo("unet", UNet(), x, lambda m, inp: m(inp), loss, "sgd")
 
 
+def _diffusion_blocks() -> tuple[Any, Any, Any]:
+    """A diffusion U-Net's blocks: the timestep's sinusoidal embedding, a residual block
+    (GroupNorm, SiLU, convolutions, the timestep added per channel) and self-attention over the
+    pixels (scaled_dot_product_attention)."""
+    torch = _torch()
+    nn, F = torch.nn, torch.nn.functional
+
+    def timestep_embedding(t: Any, dim: int) -> Any:
+        freqs = torch.exp(-torch.arange(dim // 2, device=t.device) * (9.2 / (dim // 2)))
+        angles = t.float()[:, None] * freqs[None, :]
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+    class ResBlock(nn.Module):
+        def __init__(self, cin: int, cout: int, tdim: int) -> None:
+            super().__init__()
+            self.norm1, self.conv1 = nn.GroupNorm(4, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.time = nn.Linear(tdim, cout)
+            self.norm2, self.conv2 = nn.GroupNorm(4, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x: Any, temb: Any) -> Any:
+            h = self.conv1(F.silu(self.norm1(x)))
+            h = h + self.time(F.silu(temb))[:, :, None, None]
+            return self.skip(x) + self.conv2(F.silu(self.norm2(h)))
+
+    class Attention(nn.Module):
+        def __init__(self, c: int, heads: int = 2) -> None:
+            super().__init__()
+            self.heads, self.norm = heads, nn.GroupNorm(4, c)
+            self.qkv, self.out = nn.Conv2d(c, 3 * c, 1), nn.Conv2d(c, c, 1)
+
+        def forward(self, x: Any) -> Any:
+            b, c, h, w = x.shape
+            qkv = self.qkv(self.norm(x)).reshape(b, 3, self.heads, c // self.heads, h * w)
+            q, k, v = qkv.transpose(-1, -2).unbind(1)  # [b, heads, pixels, c / heads] each
+            y = F.scaled_dot_product_attention(q, k, v)
+            return x + self.out(y.transpose(-1, -2).reshape(b, c, h, w))
+
+    return timestep_embedding, ResBlock, Attention
+
+
+def _diffusion_unet(size: str) -> Zoo:
+    torch = _torch()
+    nn, F = torch.nn, torch.nn.functional
+    c, batch, side = (16, 2, 16) if size == "test" else (64, 4, 32)
+    embed, ResBlock, Attention = _diffusion_blocks()
+
+    class DiffusionUNet(nn.Module):
+        """A denoiser's shape at one level: down by a strided convolution, self-attention in
+        the middle, up by nearest upsampling with the skip concatenated; the timestep's
+        embedding enters every residual block."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.time = nn.Sequential(nn.Linear(c, 4 * c), nn.SiLU(), nn.Linear(4 * c, 4 * c))
+            self.conv_in = nn.Conv2d(3, c, 3, padding=1)
+            self.down = ResBlock(c, c, 4 * c)
+            self.downsample = nn.Conv2d(c, c, 3, stride=2, padding=1)
+            self.mid1, self.attn = ResBlock(c, 2 * c, 4 * c), Attention(2 * c)
+            self.mid2 = ResBlock(2 * c, 2 * c, 4 * c)
+            self.up = ResBlock(3 * c, c, 4 * c)
+            self.norm_out, self.conv_out = nn.GroupNorm(4, c), nn.Conv2d(c, 3, 3, padding=1)
+
+        def forward(self, x: Any, t: Any) -> Any:
+            temb = self.time(embed(t, c))
+            skip = self.down(self.conv_in(x), temb)
+            h = self.mid1(self.downsample(skip), temb)
+            h = self.mid2(self.attn(h), temb)
+            h = F.interpolate(h, scale_factor=2.0, mode="nearest")
+            h = self.up(torch.cat([h, skip], dim=1), temb)
+            return self.conv_out(F.silu(self.norm_out(h)))
+
+    x, t = torch.randn(batch, 3, side, side), torch.randint(0, 1000, (batch,))
+    noise = torch.randn(batch, 3, side, side)
+
+    def loss(m: Any, inp: Any) -> Any:  # predict the noise
+        return F.mse_loss(m(inp, t.to(inp.device)), noise.to(inp.device))
+
+    return Zoo(
+        "diffusion_unet", DiffusionUNet(), x, lambda m, inp: m(inp, t.to(inp.device)), loss, "sgd"
+    )
+
+
 FAMILIES: dict[str, Callable[[str], Zoo]] = {
     "resnet18": _resnet18,
     "mobilenet_v3_small": _mobilenet,
@@ -297,6 +481,11 @@ FAMILIES: dict[str, Callable[[str], Zoo]] = {
     "bert": _bert,
     "lstm_lm": _lstm_lm,
     "unet": _unet,
+    "efficientnet_b0": _efficientnet,
+    "convnext": _convnext,
+    "llama": _llama,
+    "t5": _t5,
+    "diffusion_unet": _diffusion_unet,
 }
 
 

@@ -1,12 +1,15 @@
 """torch.distributed on the PyTorch device "mpsrt": the backend "mpsrt" (gloo on host aliases of
-the device memory), in two processes started with torch.multiprocessing (spawn).
+the device memory, on host copies on discrete memory), in two processes started with
+torch.multiprocessing (spawn).
 
 One run of two ranks per backend does everything (starting ranks costs seconds): DDP of a small
-model on mpsrt next to the same DDP on CPU over a plain gloo group, collectives called directly
-on mpsrt tensors, and bad input. Each rank saves what it saw; test_two_ranks checks it. Skipped
-when torch, torch.distributed or gloo is missing. On discrete memory the collectives run on host
-copies (staged in and out) and DDP is left out: its model's ops have no mpsrt kernel, and the
-device runs such ops as CPU kernels on host-visible memory only.
+model on mpsrt next to the same DDP on CPU over a plain gloo group; DDP and FSDP2 (fully_shard)
+of a small transformer-style block on mpsrt, in the default mode and on mpsrt's kernels, against
+one CPU process trained on both ranks' batches; collectives called directly on mpsrt tensors; and
+bad input. Each rank saves what it saw; test_two_ranks checks it. Skipped when torch,
+torch.distributed or gloo is missing. Both memory models run all of it (CI runs the suite again
+with MPSRT_VULKAN_MEMORY=discrete): there the collectives run on host copies (staged in and out)
+and the ops without a kernel on staged copies too.
 """
 
 from __future__ import annotations
@@ -85,6 +88,82 @@ def _ddp_section(rank: int, cpu_group: Any) -> dict[str, Any]:
             del ddp, opt, model
         variants[variant] = runs
     return variants
+
+
+def _zoo_like_model() -> Any:
+    """A small transformer-style MLP block (LayerNorm, GELU, a residual), the same weights on
+    every rank (seed 0)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp, self.norm = nn.Linear(8, 32), nn.LayerNorm(32)
+            self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+            self.out = nn.Linear(32, 4)
+
+        def forward(self, x: Any) -> Any:
+            h = self.inp(x)
+            return self.out(h + self.mlp(self.norm(h)))
+
+    return Block()
+
+
+def _batch(step: int, rank: int) -> tuple[Any, Any]:
+    g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own data
+    return torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
+
+
+def _train(model: Any, device: str, rank: int) -> None:
+    """STEPS of SGD with momentum on the rank's batches (every rank's, where rank is None)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(STEPS):
+        ranks = range(WORLD) if rank is None else [rank]
+        x, y = (torch.cat(t) for t in zip(*(_batch(step, r) for r in ranks)))
+        loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def _sharded_section(rank: int) -> dict[str, Any]:
+    """The zoo-like model trained across the ranks by DDP and by FSDP2 (fully_shard: each rank
+    holds a shard of every parameter; all-gathers before use, reduce-scatters the gradients),
+    on mpsrt in the default mode and on mpsrt's kernels (where the device has them); and on
+    one process on the CPU over both ranks' batches (what each must equal)."""
+    single = _zoo_like_model()
+    _train(single, "cpu", None)
+    out: dict[str, Any] = {"single": [p.detach().clone() for p in single.parameters()]}
+    for mode in ("auto", "device"):
+        previous = torch.mpsrt._set_kernels(mode)
+        try:
+            if mode == "auto" or torch.mpsrt._kernels_enabled():
+                out[mode] = _sharded_runs(rank)
+        finally:
+            torch.mpsrt._set_kernels(previous)
+    return out
+
+
+def _sharded_runs(rank: int) -> dict[str, Any]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    out: dict[str, Any] = {}
+    model = _zoo_like_model().to("mpsrt")
+    _train(DDP(model, bucket_cap_mb=0.0005), "mpsrt", rank)
+    out["ddp"] = [p.detach().cpu() for p in model.parameters()]
+    model = _zoo_like_model().to("mpsrt")
+    mesh = init_device_mesh("mpsrt", (WORLD,))
+    for layer in (model.inp, model.mlp, model.out):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    _train(model, "mpsrt", rank)
+    out["fsdp_sharded"] = all(type(p).__name__ == "DTensor" for p in model.parameters())
+    # full_tensor(): the functional all-gather (the group's coalesced all-gather, from C++)
+    out["fsdp"] = [p.full_tensor().detach().cpu() for p in model.parameters()]
+    return out
 
 
 def _collectives_section(rank: int) -> dict[str, Any]:
@@ -218,11 +297,10 @@ def _rank_main(rank: int, backend: str, init: str, out_dir: str) -> None:
     results["unified"] = mpsrt.get_device_properties().unified_memory
     sections = [
         ("ddp", lambda: _ddp_section(rank, cpu_group)),
+        ("sharded", lambda: _sharded_section(rank)),
         ("collectives", lambda: _collectives_section(rank)),
         ("bad_input", lambda: _bad_input_section(rank, cpu_group)),
     ]
-    if not results["unified"]:
-        sections = sections[1:]  # DDP's model runs ops without an mpsrt kernel (see the top)
     for name, section in sections:
         try:
             results[name] = section()
@@ -292,6 +370,26 @@ def _check_ddp_matches_cpu(ranks: list[dict[str, Any]]) -> None:
                 assert torch.equal(a, b), variant
 
 
+def _check_sharded_matches_one_cpu_process(ranks: list[dict[str, Any]]) -> None:
+    # Close, not equal: the single process averages the gradients over one batch of 32 rows,
+    # the ranks over two of 16 and then across the group (another order of float32 sums).
+    for r, out in enumerate(_section(ranks, "sharded")):
+        modes = [m for m in ("auto", "device") if m in out]
+        assert "auto" in modes and ("device" in modes or mpsrt.backend() == "cpu"), (
+            f"rank {r} ran {modes}"
+        )
+        for mode in modes:
+            runs = out[mode]
+            assert runs["fsdp_sharded"], f"rank {r} ({mode}): FSDP2's parameters are not DTensors"
+            for kind in ("ddp", "fsdp"):
+                assert len(runs[kind]) == len(out["single"])
+                for i, (got, want) in enumerate(zip(runs[kind], out["single"])):
+                    where = f"{kind} ({mode}) rank {r} parameter {i}"
+                    torch.testing.assert_close(
+                        got, want, atol=1e-5, rtol=1e-5, msg=lambda m, w=where: f"{w}: {m}"
+                    )
+
+
 def _check_collectives(ranks: list[dict[str, Any]]) -> None:
     outs = _section(ranks, "collectives")
     base = torch.arange(N)
@@ -345,8 +443,8 @@ def test_two_ranks(backend: str, tmp_path_factory: pytest.TempPathFactory) -> No
         assert res["group"] == ("ProcessGroupMpsrt", "mpsrt"), f"rank {r}: {res['group']}"
         assert res["unified"] == mpsrt.get_device_properties().unified_memory
     failures = []
-    checks = [_check_ddp_matches_cpu] if ranks[0]["unified"] else []
-    for check in (*checks, _check_collectives, _check_bad_input):
+    checks = (_check_ddp_matches_cpu, _check_sharded_matches_one_cpu_process, _check_collectives)
+    for check in (*checks, _check_bad_input):
         try:
             check(ranks)
         except AssertionError as e:

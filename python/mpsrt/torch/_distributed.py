@@ -18,7 +18,8 @@ go to gloo as they are, so one group serves both (object collectives, e.g.
 ``dist.init_process_group("mpsrt")`` make such a group. ``"gloo"`` alone cannot: torch hands
 the device types of gloo's capability list (cpu, cuda) to one gloo backend, which refuses other
 devices. Beyond gloo: ``ReduceOp.AVG`` on floating-point and complex tensors (a SUM, then a
-division by the group size).
+division by the group size), and the coalesced all-gather and reduce-scatter that C++ callers
+(the functional collectives: DTensor, FSDP2's full_tensor()) ask a group for.
 """
 
 from __future__ import annotations
@@ -300,6 +301,31 @@ class ProcessGroupMpsrt(_ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):
         return self._run("_reduce_scatter_base", output, input, opts or dist.ReduceScatterOptions())
+
+    # The coalesced forms, which C++ callers reach through torch's trampoline (the functional
+    # collectives: DTensor's full_tensor() and redistribute, reduce_scatter_tensor): one
+    # collective per pair in turn, each complete before the next starts; the last one's work.
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self._coalesced(
+            "all_gather_single", outputs, inputs, opts or dist.AllgatherOptions()
+        )
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        return self._coalesced("reduce_scatter_single", outputs, inputs, opts)
+
+    def _coalesced(self, op: str, outputs: list, inputs: list, opts: Any) -> Any:
+        if len(outputs) != len(inputs) or not outputs:
+            raise ValueError(
+                f"[distributed] {op} (coalesced): {len(outputs)} outputs for {len(inputs)} "
+                "inputs; expected one output per input, at least one"
+            )
+        work = None
+        for out, inp in zip(outputs, inputs):
+            if work is not None:
+                work.wait()
+            work = self._run(op, out, inp, opts)
+        return work
 
     def reduce(self, tensors, opts=None):
         return self._run("reduce", tensors, opts or dist.ReduceOptions())

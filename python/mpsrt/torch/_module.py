@@ -332,6 +332,18 @@ def _kernel_ops() -> list[str]:
     return list(torch.ops.mpsrt_torch._kernel_ops())
 
 
+def kernel_ops(device: Any = None) -> list[str]:
+    """The aten ops that run on mpsrt's kernels on ``device`` (default: the current device) in
+    the current mode, by name (``"aten::add.Tensor"``), sorted: every op with a kernel of
+    mpsrt's where the device runs its kernels (a GPU; any device under
+    ``MPSRT_TORCH_KERNELS=device``), and none where it runs CPU kernels (the cpu backend, a
+    CPU-type device such as lavapipe in the default mode ``auto``). A call of a listed op still
+    runs as a CPU kernel where its kernel declines it (a dtype or size it does not take); every
+    op that ran so is in :func:`fallback_counts`. docs/ops.md is the table of these ops by
+    kernel family (``python -m mpsrt.torch.op_table``)."""
+    return _kernel_ops() if _kernels_enabled(device) else []
+
+
 def __getattr__(name: str) -> Any:
     # torch.compile's inductor asks the device's module for its code generators ("Scheduling"
     # first); the device registers itself with inductor then, on first use, so that importing
