@@ -11,6 +11,7 @@ MPSRT_FAMILY_BEGIN(index)
 MPSRT_CONST(OP_GATHER, 0)           // out[c . ys] = x[c . xs, c[dim] = index[c . is]]
 MPSRT_CONST(OP_SCATTER_ADD_F32, 1)  // out[c . xs, c[dim] = index[c . is]] += src[c . ys]
 MPSRT_CONST(OP_SCATTER_ADD_I32, 2)  // the same on int32 elements
+MPSRT_CONST(OP_SCATTER, 3)          // out[c . xs, c[dim] = index[c . is]] = src[c . ys]
 
 // The iteration shape's dims at most.
 MPSRT_CONST(MAX_DIMS, 5)

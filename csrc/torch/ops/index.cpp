@@ -1,11 +1,13 @@
 // Indexing operators on mpsrt's index kernel (csrc/kernels/index/): index_select (and so
-// embedding, which torch composes from it), gather, scatter_add and embedding's backward.
+// embedding, which torch composes from it), gather, scatter, scatter_add and embedding's
+// backward.
 // Every operand may be strided (up to 5 dims); the data dtypes are float32, float16, bfloat16,
 // int32 and int64 for the reads, float32 and int32 for the atomic adds; indices int64 (and
 // int32 where torch takes them). An index out of range reads 0 / adds nothing on the device
 // (torch's CPU kernels raise; a kernel cannot).
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
@@ -13,6 +15,7 @@
 #include <ATen/ops/gather_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/scatter_ops.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -193,6 +196,55 @@ struct ScatterAdd {
   }
 };
 
+// scatter(self, dim, index, src): out = self with src's elements stored at the positions index
+// names along dim (functional, in place, out=), for the gather's data dtypes; a Scalar src
+// (scatter.value) as a one-element device tensor read at every position.
+struct Scatter {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim_arg,
+                                       const at::Tensor& index, const at::Tensor& src) {
+    if (self.dim() == 0 || index.dim() != self.dim()) return std::nullopt;
+    const bool scalar = src.dim() == 0;
+    if (!scalar && src.dim() != self.dim()) return std::nullopt;
+    const int64_t dim = c10::maybe_wrap_dim(dim_arg, self.dim());
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if ((!scalar && index.size(d) > src.size(d)) || (d != dim && index.size(d) > self.size(d)))
+        return std::nullopt;
+    }
+    const std::optional<uint32_t> dt = index_dtype(index, false);
+    if (!dt || !data_dtype(self) || src.scalar_type() != self.scalar_type()) return std::nullopt;
+    if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != self.scalar_type() ||
+                          at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
+      return std::nullopt;
+    }
+    if (!out.defined()) {
+      out = self.clone();
+    } else if (!out.is_same(self)) {
+      out.copy_(self);
+    }
+    if (index.numel() > 0) {
+      const std::vector<int64_t> none(self.dim(), 0);
+      const std::optional<Push> g =
+          geometry(index.sizes(), dim, out.strides(),
+                   scalar ? at::IntArrayRef(none) : src.strides(), index.strides(), out.size(dim));
+      if (!g || !launch_index(OP_SCATTER, *g, static_cast<uint32_t>(self.dim()), out, src, index,
+                              *dt, false)) {
+        return std::nullopt;
+      }
+    }
+    return out;
+  }
+};
+
+// scatter.value: the Scalar as a one-element tensor on self's device.
+struct ScatterValue {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim,
+                                       const at::Tensor& index, const at::Scalar& value) {
+    if (!data_dtype(self)) return std::nullopt;
+    const at::Tensor v = at::full({}, value, self.options());
+    return Scatter::run(out, self, dim, index, v);
+  }
+};
+
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
 // scale_grad_by_freq): grad_weight[indices[i]] += grad_output[i] (rows of the last dim), the
 // padding row left 0. float32 gradients; scale_grad_by_freq declines.
@@ -233,6 +285,12 @@ void register_index(torch::Library& m) {
   reg<A::scatter_add, Functional<ScatterAdd>>(m);
   reg<A::scatter_add_, Inplace<ScatterAdd>>(m);
   reg<A::scatter_add_out, Out<ScatterAdd>>(m);
+  reg<A::scatter_src, Functional<Scatter>>(m);
+  reg<A::scatter__src, Inplace<Scatter>>(m);
+  reg<A::scatter_src_out, Out<Scatter>>(m);
+  reg<A::scatter_value, Functional<ScatterValue>>(m);
+  reg<A::scatter__value, Inplace<ScatterValue>>(m);
+  reg<A::scatter_value_out, Out<ScatterValue>>(m);
   reg<A::embedding_dense_backward, &embedding_backward>(m);
 }
 

@@ -1,0 +1,206 @@
+"""The PyTorch device's scans, sorts and sampling on mpsrt's kernels (csrc/torch/ops/scan.cpp,
+sort.cpp; csrc/kernels/scan/, sort/) against torch's CPU results: cumsum / cumprod along any
+dim (float and integer dtypes, rows longer than one segment), sort / argsort / topk (stable
+order of ties, NaN, descending, rows short enough for shared memory and vocabulary-sized rows
+merged in global memory), and multinomial's draws (chi-square against the probabilities,
+reproducible under a seed). Run also with MPSRT_VULKAN_MEMORY=discrete for the discrete memory
+model."""
+
+from __future__ import annotations
+
+import pytest
+from kernel_check import check, torch
+
+# Where the device runs kernels (conftest.kernels_only says why not elsewhere).
+pytestmark = pytest.mark.usefixtures("kernels_only")
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, torch.int64, torch.int32, torch.bool])
+def test_cumsum(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (torch.randn(3, 5, 7) * 4).to(dtype)
+    tol = {"atol": 2e-5, "rtol": 1e-5} if dtype == torch.float32 else {}
+    for dim in (0, 1, 2, -1):
+        check(lambda x, d=dim: torch.cumsum(x, d), a, kernels=device_kernels, **tol)
+    # A strided input, an explicit dtype, and the in-place and out= forms.
+    check(lambda x: x.transpose(0, 2).cumsum(1), a, kernels=device_kernels, **tol)
+    if dtype.is_floating_point:
+        check(lambda x: x.cumsum(1, dtype=torch.float32), a, kernels=device_kernels, atol=1e-4)
+        check(lambda x: x.clone().cumsum_(2), a, kernels=device_kernels, **tol)
+    check(
+        lambda x: torch.cumsum(x, 0, out=torch.empty(x.shape, dtype=torch.int64, device=x.device)),
+        a.long(),
+        kernels=device_kernels,
+    )
+
+
+def test_cumsum_long_rows(device_kernels: bool) -> None:
+    # Rows of several segments (2048 elements each): the totals pass, then the scan.
+    a = torch.randn(3, 5000)
+    check(lambda x: torch.cumsum(x, 1), a, kernels=device_kernels, atol=2e-4, rtol=1e-4)
+    i = torch.randint(-1000, 1000, (7000, 2))
+    check(lambda x: torch.cumsum(x, 0), i, kernels=device_kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_cumprod(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (
+        (torch.rand(4, 6, 5) + 0.5).to(dtype)
+        if dtype.is_floating_point
+        else torch.randint(-3, 4, (4, 6, 5))
+    )
+    for dim in (0, 1, -1):
+        check(
+            lambda x, d=dim: torch.cumprod(x, d),
+            a,
+            kernels=device_kernels,
+            rtol=2e-3 if dtype == torch.float16 else 1e-5,
+        )
+
+
+def test_cumsum_grad(device_kernels: bool) -> None:
+    a = torch.randn(4, 9)
+
+    def fwd_bwd(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.detach().requires_grad_()
+        y = x.cumsum(1)
+        (y * w).sum().backward()
+        return y.detach(), x.grad
+
+    check(
+        fwd_bwd, a, torch.arange(9.0), kernels=device_kernels, atol=1e-4, fallbacks=("aten::flip",)
+    )
+
+
+def with_ties(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Values with many ties (small integers), a NaN and -0.0 / +0.0 where floats."""
+    a = torch.randint(-5, 6, shape).to(dtype)
+    if dtype.is_floating_point:
+        flat = a.view(-1)
+        flat[1] = float("nan")
+        flat[2] = -0.0
+    return a
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_sort(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = with_ties((4, 37, 6), dtype) if dtype != torch.bool else torch.rand(4, 37, 6) > 0.5
+    for dim in (0, 1, -1):
+        for desc in (False, True):
+            check(
+                lambda x, d=dim, s=desc: torch.sort(x, dim=d, descending=s, stable=True),
+                a,
+                kernels=device_kernels,
+            )
+            check(
+                lambda x, d=dim, s=desc: torch.argsort(x, dim=d, descending=s, stable=True),
+                a,
+                kernels=device_kernels,
+            )
+    check(lambda x: x.transpose(0, 1).sort(dim=1).values, a, kernels=device_kernels)
+
+
+@pytest.mark.parametrize("n", [1024, 1500, 50257])
+def test_sort_long_rows(device_kernels: bool, n: int) -> None:
+    # Rows past one shared-memory block: bitonic steps in global memory.
+    a = torch.randn(2, n)
+    a[0, 5] = float("nan")
+    a[1, :100] = 0.5  # ties keep their order
+    check(lambda x: torch.sort(x, dim=1, stable=True), a, kernels=device_kernels)
+    check(lambda x: torch.sort(x, dim=1, descending=True, stable=True), a, kernels=device_kernels)
+    check(lambda x: torch.topk(x, 50, dim=1), a, kernels=device_kernels)
+
+
+def test_sort_out_and_grad(device_kernels: bool) -> None:
+    a = torch.randn(5, 8)
+
+    def out_form(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v, i = torch.empty_like(x), torch.empty(x.shape, dtype=torch.long, device=x.device)
+        torch.sort(x, 1, out=(v, i))
+        return v, i
+
+    check(out_form, a, kernels=device_kernels)
+
+    def fwd_bwd(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.detach().requires_grad_()
+        v = x.sort(1).values
+        t = x.topk(3, 1).values
+        (v * w).sum().add(t.sum()).backward()
+        return v.detach(), x.grad
+
+    check(fwd_bwd, a, torch.arange(8.0), kernels=device_kernels, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_topk(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = torch.randperm(6 * 40).reshape(6, 40).to(dtype)  # distinct values: one right answer
+    for k, dim, largest in [
+        (5, 1, True),
+        (5, 1, False),
+        (3, 0, True),
+        (40, -1, True),
+        (0, 1, True),
+    ]:
+        check(lambda x, k=k, d=dim, g=largest: torch.topk(x, k, d, g), a, kernels=device_kernels)
+    with pytest.raises(RuntimeError, match="k out of range"):
+        torch.topk(a.to("mpsrt"), 41, 1)
+
+
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = probs / probs.sum() * counts.sum()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_multinomial_with_replacement(device_kernels: bool) -> None:
+    probs = torch.tensor([[0.1, 0.0, 0.2, 0.3, 0.4], [5.0, 1.0, 0.0, 1.0, 3.0]])
+    torch.mpsrt.manual_seed(1)
+    torch.mpsrt.reset_fallback_counts()
+    s = torch.multinomial(probs.to("mpsrt"), 20000, replacement=True)
+    assert torch.mpsrt.fallback_counts() == {}, torch.mpsrt.fallback_counts()
+    assert s.shape == (2, 20000) and s.dtype == torch.int64
+    torch.mpsrt.manual_seed(1)
+    assert torch.equal(s.cpu(), torch.multinomial(probs.to("mpsrt"), 20000, True).cpu())
+    for r in range(2):
+        counts = torch.bincount(s[r].cpu(), minlength=5).double()
+        assert counts[probs[r] == 0].sum() == 0  # never a category of probability 0
+        nz = probs[r] > 0
+        # 3 degrees of freedom: chi-square below 16.27 with probability 0.999.
+        assert chi_square(counts[nz], probs[r][nz].double()) < 16.27
+
+
+def test_multinomial_without_replacement(device_kernels: bool) -> None:
+    probs = torch.tensor([0.5, 0.25, 0.0, 0.125, 0.125])
+    torch.mpsrt.manual_seed(3)
+    torch.mpsrt.reset_fallback_counts()
+    firsts = torch.multinomial(probs.to("mpsrt").expand(4000, 5), 4, replacement=False).cpu()
+    assert torch.mpsrt.fallback_counts() == {}, torch.mpsrt.fallback_counts()
+    # Each row's draws are distinct categories of nonzero probability.
+    assert (firsts != 2).all()
+    assert (firsts.sort(1).values == torch.tensor([0, 1, 3, 4])).all()
+    counts = torch.bincount(firsts[:, 0], minlength=5).double()[[0, 1, 3, 4]]
+    assert chi_square(counts, torch.tensor([0.5, 0.25, 0.125, 0.125]).double()) < 16.27
+    one = torch.multinomial(probs.to("mpsrt"), 1)
+    assert one.shape == (1,) and int(one) != 2
+
+
+def test_multinomial_bad_input(device_kernels: bool) -> None:
+    d = torch.tensor([0.5, -0.1, 0.6], device="mpsrt")
+    with pytest.raises(RuntimeError, match="element < 0"):
+        torch.multinomial(d, 2)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(d.abs(), 4)
+    with pytest.raises(RuntimeError, match="sum of probabilities"):
+        torch.multinomial(torch.zeros(3, device="mpsrt"), 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_scatter(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (torch.randn(4, 6, 3) * 10).to(dtype)
+    src = (torch.randn(4, 6, 3) * 10).to(dtype)
+    # Distinct positions per scatter (repeated ones leave one write unspecified).
+    i1 = torch.stack([torch.randperm(6)[:4] for _ in range(12)]).reshape(4, 3, 4).transpose(1, 2)
+    check(lambda x, i, s: torch.scatter(x, 1, i, s), a, i1, src, kernels=device_kernels)
+    check(lambda x, i: x.clone().scatter_(1, i, 2.5), a, i1, kernels=device_kernels)
+    i0 = torch.randperm(4)[:3].reshape(3, 1, 1).expand(3, 2, 3).contiguous()
+    check(lambda x, i, s: x.scatter(0, i, s), a, i0, src, kernels=device_kernels)
