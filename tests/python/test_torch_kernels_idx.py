@@ -204,3 +204,93 @@ def test_scatter(device_kernels: bool, dtype: torch.dtype) -> None:
     check(lambda x, i: x.clone().scatter_(1, i, 2.5), a, i1, kernels=device_kernels)
     i0 = torch.randperm(4)[:3].reshape(3, 1, 1).expand(3, 2, 3).contiguous()
     check(lambda x, i, s: x.scatter(0, i, s), a, i0, src, kernels=device_kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_index_tensor(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (torch.randn(5, 6, 7) * 10).to(dtype)
+    i = torch.tensor([[4, 0], [-1, 2]])
+    j = torch.tensor([1, 5])
+    check(lambda x, i: x[i], a, i, kernels=device_kernels)
+    check(lambda x, i, j: x[:, i, j], a, i, j, kernels=device_kernels)  # adjacent
+    check(lambda x, i, j: x[i, :, j], a, i, j, kernels=device_kernels)  # apart: index dims first
+    check(lambda x, j: x.transpose(0, 2)[..., j - 1], a, j, kernels=device_kernels)
+    # Swin's relative position bias: a table gathered by a [N*N] index, then viewed.
+    table = torch.randn(49, 3).to(dtype)
+    rel = torch.randint(0, 49, (16, 16))
+    check(lambda t, r: t[r.view(-1)].view(16, 16, -1), table, rel, kernels=device_kernels)
+    # A bool mask (its nonzero positions, read on the host) and an index out of range.
+    mask = torch.rand(5, 6) > 0.5
+    check(lambda x, m: x[m], a, mask, kernels=device_kernels, fallbacks=("aten::nonzero",))
+    with pytest.raises(IndexError, match="out of range"):
+        a.to("mpsrt")[torch.tensor([5], device="mpsrt")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_index_put(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (torch.randn(5, 6, 4) * 10).to(dtype)
+    v = (torch.randn(3, 4) * 10).to(dtype)
+    i = torch.tensor([4, 0, 2])
+    j = torch.tensor([1, 5, 1])
+    check(lambda x, i, j, v: x.index_put((i, j), v), a, i, j, v, kernels=device_kernels)
+
+    def put_slice(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[:, i] = v[0]
+        return y
+
+    check(put_slice, a, i, v, kernels=device_kernels)
+    check(
+        lambda x, i: x.index_put((i,), torch.ones((), dtype=x.dtype, device=x.device)),
+        a,
+        i,
+        kernels=device_kernels,
+        fallbacks=("aten::ones",),
+    )
+    if dtype != torch.float16:
+        # Repeated positions add up where accumulate.
+        r = torch.tensor([1, 1, 3])
+        check(
+            lambda x, i, j, v: x.index_put((i, j), v, accumulate=True),
+            a,
+            r,
+            j,
+            v,
+            kernels=device_kernels,
+            atol=1e-5,
+        )
+    mask = torch.rand(5, 6) > 0.5
+    check(
+        lambda x, m: x.masked_fill(m.unsqueeze(-1), 0).index_put((m,), x[m] * 2),
+        a,
+        mask,
+        kernels=device_kernels,
+        fallbacks=("aten::nonzero",),
+    )
+
+
+def test_index_put_grad(device_kernels: bool) -> None:
+    def fwd_bwd(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.detach().requires_grad_()
+        y = x[i] * 3
+        y.sum().backward()
+        return y.detach(), x.grad
+
+    check(
+        fwd_bwd,
+        torch.randn(6, 4),
+        torch.tensor([0, 3, 3, 5]),
+        kernels=device_kernels,
+        fallbacks=("aten::new_zeros", "aten::zeros_like"),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_masked_scatter(device_kernels: bool, dtype: torch.dtype) -> None:
+    a = (torch.randn(4, 5) * 10).to(dtype)
+    src = (torch.randn(30) * 10).to(dtype)
+    mask = torch.rand(4, 5) > 0.4
+    check(lambda x, m, s: x.masked_scatter(m, s), a, mask, src, kernels=device_kernels)
+    check(lambda x, m, s: x.masked_scatter(m[0], s), a, mask, src, kernels=device_kernels)
+    with pytest.raises(RuntimeError, match="at least as many"):
+        a.to("mpsrt").masked_scatter(mask.to("mpsrt"), src[:2].to("mpsrt"))

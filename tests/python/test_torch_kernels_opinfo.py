@@ -104,6 +104,16 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "nn.functional.nll_loss": FLOAT,
     "nn.functional.cross_entropy": FLOAT,
     "nn.functional.mse_loss": FLOAT,
+    # scans, sorting, indexed writes (csrc/kernels/scan/, sort/, index/)
+    "cumsum": (*HALF, torch.int64),
+    "cumprod": FLOAT,
+    "sort": (torch.float32, torch.int64),
+    "argsort": FLOAT,
+    "topk": FLOAT,
+    "scatter": FLOAT,
+    "index_put": FLOAT,
+    "masked_scatter": FLOAT,
+    "__getitem__": FLOAT,
 }
 
 _BY_NAME = {

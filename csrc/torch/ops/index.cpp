@@ -11,11 +11,17 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/IndexingUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/gather_ops.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/index_put_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/masked_scatter_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/where.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -276,6 +282,164 @@ std::optional<at::Tensor> embedding_backward(const at::Tensor& grad, const at::T
   return gw;
 }
 
+// ------------------------------------------------------------------ advanced indexing
+// index.Tensor and index_put_: the index tensors (bool / byte masks as their nonzero positions,
+// as torch expands them; int32 or int64) broadcast together and become one element offset per
+// position, lin = sum_k wrap(idx_k) * self.stride(k), which the index kernel reads along one dim
+// of stride 1. Indexed dims side by side keep their place in the result; apart, the index's
+// dims come first (torch's rule). An index out of range raises IndexError (one read of the
+// device's count of them).
+struct Flat {
+  at::Tensor lin;                      // int64, 1-D: the element offsets
+  std::vector<int64_t> shape;          // the broadcast index shape
+  std::vector<int64_t> before, after;  // the dims of self not indexed, before / after the index's
+  int64_t limit = 1;                   // 1 + the largest offset the indexed dims reach
+};
+
+// The indices as one offset per position; nothing where the kernel does not take them.
+std::optional<Flat> flatten(const at::Tensor& self,
+                            const c10::List<std::optional<at::Tensor>>& in) {
+  TORCH_CHECK_INDEX(static_cast<int64_t>(in.size()) <= self.dim(),
+                    "too many indices for tensor of dimension ", self.dim(), " (got ", in.size(),
+                    ")");
+  at::native::checkIndexTensorTypes(in, true);
+  std::vector<at::Tensor> idx = at::native::expandTensors(self, in);
+  TORCH_CHECK_INDEX(static_cast<int64_t>(idx.size()) <= self.dim(),
+                    "too many indices for tensor of dimension ", self.dim(), " (got ", idx.size(),
+                    ")");
+  idx.resize(self.dim());
+  Flat f;
+  at::DimVector shape;
+  bool any = false;
+  for (const at::Tensor& t : idx) {
+    if (!t.defined()) continue;
+    shape = any ? at::infer_size_dimvector(shape, t.sizes()) : at::DimVector(t.sizes());
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  f.shape.assign(shape.begin(), shape.end());
+  const bool adjacent = at::native::hasContiguousSubspace(idx);
+  bool seen = false;
+  at::Tensor bad;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!idx[d].defined()) {
+      (adjacent && !seen ? f.before : f.after).push_back(d);
+      continue;
+    }
+    seen = true;
+    const int64_t size = self.size(d);
+    const at::Tensor w = idx[d].to(at::kLong).expand(shape);
+    const at::Tensor out_of_range = w.lt(-size).sum().add(w.ge(size).sum());
+    bad = bad.defined() ? bad.add(out_of_range) : out_of_range;
+    const at::Tensor term = at::where(w.lt(0), w.add(size), w).mul(self.stride(d));
+    f.lin = f.lin.defined() ? f.lin.add(term) : term;
+    f.limit += std::max<int64_t>(size - 1, 0) * self.stride(d);
+  }
+  f.lin = f.lin.reshape({-1}).contiguous();
+  TORCH_CHECK_INDEX(f.lin.numel() == 0 || bad.item<int64_t>() == 0,
+                    "index out of range for a tensor of size ", self.sizes());
+  return f;
+}
+
+// The iteration shape [before..., L, after...] and self's strides over it (the index dim's
+// stride 1), and the result's shape [before..., index shape..., after...].
+struct FlatGeometry {
+  std::vector<int64_t> iter, self_strides, result;
+  int64_t dim = 0;
+};
+
+FlatGeometry flat_geometry(const at::Tensor& self, const Flat& f) {
+  FlatGeometry g;
+  for (const int64_t d : f.before) {
+    g.iter.push_back(self.size(d));
+    g.self_strides.push_back(self.stride(d));
+    g.result.push_back(self.size(d));
+  }
+  g.dim = static_cast<int64_t>(g.iter.size());
+  g.iter.push_back(f.lin.numel());
+  g.self_strides.push_back(1);
+  g.result.insert(g.result.end(), f.shape.begin(), f.shape.end());
+  for (const int64_t d : f.after) {
+    g.iter.push_back(self.size(d));
+    g.self_strides.push_back(self.stride(d));
+    g.result.push_back(self.size(d));
+  }
+  return g;
+}
+
+// The index strides over the iteration shape: 1 along the index dim, else 0.
+std::vector<int64_t> lin_strides(const FlatGeometry& g) {
+  std::vector<int64_t> is(g.iter.size(), 0);
+  is[g.dim] = 1;
+  return is;
+}
+
+std::optional<at::Tensor> index_tensor(const at::Tensor& self,
+                                       const c10::List<std::optional<at::Tensor>>& indices) {
+  if (self.dim() == 0 || !data_dtype(self)) return std::nullopt;
+  const std::optional<Flat> f = flatten(self, indices);
+  if (!f) return std::nullopt;
+  const FlatGeometry g = flat_geometry(self, *f);
+  at::Tensor out = at::empty(g.iter, self.options());
+  if (out.numel() > 0) {
+    const std::optional<Push> p =
+        geometry(g.iter, g.dim, g.self_strides, out.strides(), lin_strides(g), f->limit);
+    if (!p || !launch_index(OP_GATHER, *p, static_cast<uint32_t>(g.iter.size()), out, self, f->lin,
+                            MPSRT_DTYPE_INT64, false)) {
+      return std::nullopt;
+    }
+  }
+  return out.view(g.result);
+}
+
+// _index_put_impl_(self, indices, values, accumulate, unsafe): values (broadcast to the
+// indexed result's shape) stored, or added (float32 and int32 self), at the positions.
+at::Tensor* index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                      const at::Tensor& values, bool accumulate, bool /*unsafe*/) {
+  const at::ScalarType st = self.scalar_type();
+  if (self.dim() == 0 || !data_dtype(self) || values.scalar_type() != st) return nullptr;
+  if (accumulate && st != at::kFloat && st != at::kInt) return nullptr;
+  if (!is_mpsrt(values) || values.storage().is_alias_of(self.storage()) ||
+      at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    return nullptr;
+  }
+  const std::optional<Flat> f = flatten(self, indices);
+  if (!f) return nullptr;
+  const FlatGeometry g = flat_geometry(self, *f);
+  if (c10::multiply_integers(g.iter) == 0) return &self;
+  const at::Tensor v = values.expand(g.result).contiguous().view(g.iter);
+  const std::optional<Push> p =
+      geometry(g.iter, g.dim, g.self_strides, v.strides(), lin_strides(g), f->limit);
+  const uint32_t op =
+      !accumulate ? OP_SCATTER : (st == at::kFloat ? OP_SCATTER_ADD_F32 : OP_SCATTER_ADD_I32);
+  if (!p || !launch_index(op, *p, static_cast<uint32_t>(g.iter.size()), self, v, f->lin,
+                          MPSRT_DTYPE_INT64, false)) {
+    return nullptr;
+  }
+  return &self;
+}
+
+// masked_scatter_(self, mask, source): the positions where mask (broadcast to self) is true
+// take source's elements in order: each such position's rank among them from a running sum
+// of the mask (the scan kernel), then a gather from source and a select.
+at::Tensor* masked_scatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  if (mask.scalar_type() != at::kBool || source.scalar_type() != self.scalar_type() ||
+      !data_dtype(self) || !is_mpsrt(source) || !is_mpsrt(mask)) {
+    return nullptr;
+  }
+  const at::Tensor m = mask.expand(self.sizes()).reshape({-1});
+  if (m.numel() == 0) return &self;
+  const at::Tensor rank = m.cumsum(0);
+  const int64_t ones = rank.select(0, m.numel() - 1).item<int64_t>();
+  TORCH_CHECK(ones <= source.numel(), "masked_scatter: expected source to have at least as many ",
+              "elements as the ones in mask");
+  if (source.numel() == 0) return &self;
+  const at::Tensor take = rank.sub(1).clamp_min(0);
+  const at::Tensor picked = source.reshape({-1}).index_select(0, take).view(self.sizes());
+  self.copy_(at::where(m.view(self.sizes()), picked, self));
+  return &self;
+}
+
 namespace A = at::_ops;
 
 void register_index(torch::Library& m) {
@@ -291,6 +455,9 @@ void register_index(torch::Library& m) {
   reg<A::scatter_value, Functional<ScatterValue>>(m);
   reg<A::scatter__value, Inplace<ScatterValue>>(m);
   reg<A::scatter_value_out, Out<ScatterValue>>(m);
+  reg<A::index_Tensor, &index_tensor>(m);
+  reg<A::_index_put_impl_, &index_put>(m);
+  reg<A::masked_scatter_, &masked_scatter>(m);
   reg<A::embedding_dense_backward, &embedding_backward>(m);
 }
 
