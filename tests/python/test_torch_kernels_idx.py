@@ -14,6 +14,7 @@ from kernel_check import check, torch
 # Where the device runs kernels (conftest.kernels_only says why not elsewhere).
 pytestmark = pytest.mark.usefixtures("kernels_only")
 
+F = torch.nn.functional
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
 
@@ -294,3 +295,71 @@ def test_masked_scatter(device_kernels: bool, dtype: torch.dtype) -> None:
     check(lambda x, m, s: x.masked_scatter(m[0], s), a, mask, src, kernels=device_kernels)
     with pytest.raises(RuntimeError, match="at least as many"):
         a.to("mpsrt").masked_scatter(mask.to("mpsrt"), src[:2].to("mpsrt"))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(device_kernels: bool, mode: str) -> None:
+    w = torch.randn(10, 5)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+    off = torch.tensor([0, 3, 3, 7])  # bag 1 is empty
+
+    def fwd_bwd(
+        weight: torch.Tensor, i: torch.Tensor, o: torch.Tensor, g: torch.Tensor, **kw: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        weight = weight.detach().requires_grad_()
+        out = F.embedding_bag(i, weight, o, mode=mode, **kw)
+        out.backward(g)
+        return out.detach(), weight.grad
+
+    g = torch.randn(4, 5)
+    check(fwd_bwd, w, idx, off, g, kernels=device_kernels, atol=1e-5)
+    check(lambda *a: fwd_bwd(*a, padding_idx=4), w, idx, off, g, kernels=device_kernels, atol=1e-5)
+    check(
+        lambda *a: fwd_bwd(*a, include_last_offset=True),
+        w,
+        idx,
+        torch.tensor([0, 3, 3, 7, 10]),
+        g,
+        kernels=device_kernels,
+        atol=1e-5,
+    )
+    # 2-D input: bags of equal size (their offsets from arange, not an op here); half-precision
+    # weights (forward only).
+    check(
+        lambda x, i: F.embedding_bag(i, x, mode=mode),
+        w.half(),
+        idx.view(2, 5),
+        kernels=device_kernels,
+        fallbacks=("aten::arange.start_out",),
+    )
+    if mode == "sum":
+        psw = torch.rand(10)
+        check(
+            lambda x, i, o, p: F.embedding_bag(i, x, o, mode="sum", per_sample_weights=p),
+            w,
+            idx,
+            off,
+            psw,
+            kernels=device_kernels,
+            atol=1e-5,
+        )
+
+
+def test_top_k_top_p_sampling(device_kernels: bool) -> None:
+    # A generation step's filtering and draw on vocabulary-sized rows, all on kernels.
+    logits = torch.randn(2, 50257, device="mpsrt")
+    torch.mpsrt.reset_fallback_counts()
+    kth = torch.topk(logits, 50)[0][..., -1, None]
+    scores = logits.masked_fill(logits < kth, -float("inf"))
+    sorted_logits, sorted_indices = torch.sort(scores, descending=False)
+    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove = cum <= 1 - 0.9
+    remove[..., -1:] = 0
+    remove = remove.scatter(1, sorted_indices, remove)
+    probs = scores.masked_fill(remove, -float("inf")).softmax(dim=-1)
+    token = torch.multinomial(probs, num_samples=1)
+    assert torch.mpsrt.fallback_counts() == {}, torch.mpsrt.fallback_counts()
+    # The token is among the top 50 and was kept by the top-p filter.
+    assert (probs.gather(1, token) > 0).all()
+    cpu_scores = logits.cpu()
+    assert (cpu_scores.gather(1, token.cpu()) >= kth.cpu()).all()

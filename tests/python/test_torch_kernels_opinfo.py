@@ -114,6 +114,7 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "index_put": FLOAT,
     "masked_scatter": FLOAT,
     "__getitem__": FLOAT,
+    "nn.functional.embedding_bag": FLOAT,
 }
 
 _BY_NAME = {

@@ -1,10 +1,12 @@
-// Indexing operators on mpsrt's index kernel (csrc/kernels/index/): index_select (and so
-// embedding, which torch composes from it), gather, scatter, scatter_add and embedding's
-// backward.
-// Every operand may be strided (up to 5 dims); the data dtypes are float32, float16, bfloat16,
-// int32 and int64 for the reads, float32 and int32 for the atomic adds; indices int64 (and
-// int32 where torch takes them). An index out of range reads 0 / adds nothing on the device
-// (torch's CPU kernels raise; a kernel cannot).
+// Indexing operators on mpsrt's index kernels (csrc/kernels/index/): index_select (and so
+// embedding, which torch composes from it), gather, scatter, scatter_add, embedding's backward,
+// advanced indexing (index.Tensor, index_put_), masked_scatter_, and embedding_bag (sum, mean,
+// max; offsets, per_sample_weights, padding_idx) with its dense backward. Every operand of the
+// index kernel may be strided (up to 5 dims); the data dtypes are float32, float16, bfloat16
+// and the integer and bool dtypes for the reads and stores, float32 and int32 for the atomic
+// adds; indices int64 (and int32 where torch takes them). An index out of range reads 0 / adds
+// nothing on the device (torch's CPU kernels raise; a kernel cannot), except for index.Tensor
+// and index_put_, which count them first and raise.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -13,6 +15,10 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/ops/_embedding_bag_backward_ops.h>
+#include <ATen/ops/_embedding_bag_forward_only_ops.h>
+#include <ATen/ops/_embedding_bag_ops.h>
+#include <ATen/ops/embedding_dense_backward.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/gather_ops.h>
 #include <ATen/ops/index_ops.h>
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "device/host_access.h"
+#include "index/embedding_bag.h"
 #include "index/index.h"
 #include "ops/common.h"
 
@@ -47,7 +54,8 @@ std::optional<int32_t> count(int64_t v) {
 // Whether the gather reads t's dtype.
 bool data_dtype(const at::Tensor& t) {
   const at::ScalarType s = t.scalar_type();
-  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kInt || s == at::kLong;
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kInt ||
+         s == at::kLong || s == at::kShort || s == at::kChar || s == at::kByte || s == at::kBool;
 }
 
 // The index's dtype id (int64, or int32 where int32_ok); nothing for other dtypes.
@@ -440,6 +448,104 @@ at::Tensor* masked_scatter(at::Tensor& self, const at::Tensor& mask, const at::T
   return &self;
 }
 
+// ------------------------------------------------------------------ embedding_bag
+namespace eb = mpsrt::kernels::embedding_bag;
+using Bags = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// Whether the bag kernel takes the arguments: 2-D float weight, 1-D int32 / int64 indices and
+// offsets of one dtype, per_sample_weights (mode sum) of weight's dtype, a bag no longer than
+// the kernel's loop bound.
+bool bag_args(const at::Tensor& w, const at::Tensor& idx, const at::Tensor& off, int64_t mode,
+              const std::optional<at::Tensor>& psw) {
+  if (w.dim() != 2 || !is_float(w.scalar_type()) || idx.dim() != 1 || off.dim() != 1) return false;
+  if (!index_dtype(idx, true) || off.scalar_type() != idx.scalar_type()) return false;
+  if (mode < 0 || mode > 2 || idx.numel() > 65535 || off.numel() == 0) return false;
+  if (psw && psw->defined() &&
+      (mode != 0 || psw->scalar_type() != w.scalar_type() || psw->numel() != idx.numel())) {
+    return false;
+  }
+  return fits<int32_t>(w.numel(), off.numel() * w.size(1)) &&
+         fits<int32_t>(w.stride(0), w.stride(1));
+}
+
+// One launch of embedding_bag.comp.
+bool launch_bags(uint32_t op, int64_t mode, const eb::Push& g, const at::Tensor& a0,
+                 const at::Tensor& w, const at::Tensor& idx, const at::Tensor& off,
+                 const std::optional<at::Tensor>& psw, const at::Tensor& a5, bool pad) {
+  const bool has_psw = psw && psw->defined();
+  Launch l("embedding_bag", w.device().index());
+  l.spec(eb::SPEC_OP, op)
+      .spec(eb::SPEC_MODE, static_cast<uint32_t>(mode))
+      .spec(eb::SPEC_DTW, dt(w));
+  l.spec(eb::SPEC_DTI, dt(idx)).spec(eb::SPEC_HAS_PSW, has_psw ? 1 : 0).spec(eb::SPEC_HAS_PAD, pad);
+  l.arg(a0, true).arg(w, false).arg(idx, false).arg(off, false).arg(has_psw ? *psw : w, false);
+  l.arg(a5, op == eb::OP_AUX || mode == eb::MODE_MAX);
+  const uint64_t items = op == eb::OP_BAGS ? uint64_t{g.bags} * g.width : uint64_t{g.n} + g.bags;
+  return l.push(g).grid(std::max<uint64_t>(items, 1), eb::LOCAL).run();
+}
+
+// _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+// per_sample_weights, include_last_offset, padding_idx): (out, offset2bag, bag_size,
+// max_indices; the last [bags, width] in mode max, else empty).
+std::optional<Bags> embedding_bag(const at::Tensor& w, const at::Tensor& idx, const at::Tensor& off,
+                                  bool /*scale_grad_by_freq*/, int64_t mode, bool /*sparse*/,
+                                  const std::optional<at::Tensor>& psw, bool include_last_offset,
+                                  int64_t padding_idx) {
+  if (!bag_args(w, idx, off, mode, psw) || !fits<int32_t>(padding_idx)) return std::nullopt;
+  const int64_t bags = include_last_offset ? off.numel() - 1 : off.numel();
+  const auto lopts = idx.options().dtype(at::kLong);
+  at::Tensor out = at::empty({bags, w.size(1)}, w.options());
+  at::Tensor o2b = at::empty({idx.numel()}, lopts), size = at::empty({bags}, lopts);
+  at::Tensor maxi = at::empty({mode == eb::MODE_MAX ? bags : 0, w.size(1)}, lopts);
+  eb::Push g{};
+  g.bags = static_cast<uint32_t>(std::max<int64_t>(bags, 0));
+  g.width = static_cast<uint32_t>(w.size(1));
+  g.n = static_cast<uint32_t>(idx.numel());
+  g.n_offsets = static_cast<uint32_t>(off.numel());
+  g.num_weights = static_cast<uint32_t>(w.size(0));
+  g.padding_idx = static_cast<int32_t>(padding_idx);
+  g.ws0 = static_cast<uint32_t>(w.stride(0));
+  g.ws1 = static_cast<uint32_t>(w.stride(1));
+  const bool pad = padding_idx >= 0;
+  const at::Tensor m5 = mode == eb::MODE_MAX ? maxi : size;
+  if (bags > 0 && w.size(1) > 0 &&
+      !launch_bags(eb::OP_BAGS, mode, g, out, w, idx, off, psw, m5, pad)) {
+    return std::nullopt;
+  }
+  if (bags > 0 && !launch_bags(eb::OP_AUX, mode, g, o2b, w, idx, off, psw, size, pad)) {
+    return std::nullopt;
+  }
+  return Bags(out, o2b, size, maxi);
+}
+
+// _embedding_bag_backward (dense): sum / mean as the bags' gradient rows gathered per index
+// (weighted, or divided by the bag's size) and added into their weight rows (embedding's
+// backward kernel); max as the gradient added at each (bag, column)'s argmax.
+std::optional<at::Tensor> embedding_bag_backward(const at::Tensor& grad, const at::Tensor& idx,
+                                                 const at::Tensor& /*offsets*/,
+                                                 const at::Tensor& o2b, const at::Tensor& bag_size,
+                                                 const at::Tensor& maxi, int64_t num_weights,
+                                                 bool scale_grad_by_freq, int64_t mode, bool sparse,
+                                                 const std::optional<at::Tensor>& psw,
+                                                 int64_t padding_idx) {
+  if (sparse || scale_grad_by_freq || grad.scalar_type() != at::kFloat || grad.dim() != 2 ||
+      o2b.numel() != idx.numel() || mode < 0 || mode > 2) {
+    return std::nullopt;
+  }
+  if (mode == eb::MODE_MAX) {
+    if (maxi.sizes() != grad.sizes()) return std::nullopt;
+    const at::Tensor valid = maxi.ge(0);
+    at::Tensor gw = at::zeros({num_weights, grad.size(1)}, grad.options());
+    return gw.scatter_add_(0, maxi.clamp_min(0), grad.masked_fill(valid.logical_not(), 0));
+  }
+  at::Tensor rows = grad.index_select(0, o2b);
+  if (psw && psw->defined()) rows = rows.mul(psw->unsqueeze(1));
+  if (mode == eb::MODE_MEAN) {
+    rows = rows.div(bag_size.index_select(0, o2b).clamp_min(1).unsqueeze(1).to(at::kFloat));
+  }
+  return at::embedding_dense_backward(rows, idx, num_weights, padding_idx, false);
+}
+
 namespace A = at::_ops;
 
 void register_index(torch::Library& m) {
@@ -458,6 +564,9 @@ void register_index(torch::Library& m) {
   reg<A::index_Tensor, &index_tensor>(m);
   reg<A::_index_put_impl_, &index_put>(m);
   reg<A::masked_scatter_, &masked_scatter>(m);
+  reg<A::_embedding_bag, &embedding_bag>(m);
+  reg<A::_embedding_bag_forward_only, &embedding_bag>(m);
+  reg<A::_embedding_bag_backward, &embedding_bag_backward>(m);
   reg<A::embedding_dense_backward, &embedding_backward>(m);
 }
 
