@@ -363,3 +363,40 @@ def test_top_k_top_p_sampling(device_kernels: bool) -> None:
     assert (probs.gather(1, token) > 0).all()
     cpu_scores = logits.cpu()
     assert (cpu_scores.gather(1, token.cpu()) >= kth.cpu()).all()
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(device_kernels: bool, reduce: str, include_self: bool) -> None:
+    a = torch.randn(5, 4)
+    src = torch.randn(6, 4)
+    idx = torch.tensor(
+        [[0, 1, 1, 4], [0, 0, 2, 2], [3, 1, 1, 4], [0, 4, 2, 0], [1, 1, 1, 1], [0, 3, 3, 0]]
+    )
+    check(
+        lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self),
+        a,
+        idx,
+        src,
+        kernels=device_kernels,
+        atol=1e-5,
+    )
+    check(
+        lambda x, i, s: x.clone().scatter_reduce_(1, i, s, reduce, include_self=include_self),
+        a,
+        idx[:5, :3] % 4,
+        src,
+        kernels=device_kernels,
+        atol=1e-5,
+    )
+    if reduce in ("sum", "prod") and include_self:
+        old = {"sum": "add", "prod": "multiply"}[reduce]
+        check(
+            lambda x, i, s: x.scatter(0, i, s, reduce=old),
+            a,
+            idx,
+            src,
+            kernels=device_kernels,
+            atol=1e-5,
+        )

@@ -115,6 +115,9 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "masked_scatter": FLOAT,
     "__getitem__": FLOAT,
     "nn.functional.embedding_bag": FLOAT,
+    "scatter_reduce.sum": FLOAT,
+    "scatter_reduce.amax": FLOAT,
+    "scatter_reduce.mean": FLOAT,
 }
 
 _BY_NAME = {

@@ -25,13 +25,16 @@
 #include <ATen/ops/index_put_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/masked_scatter_ops.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/scatter_reduce_ops.h>
 #include <ATen/ops/where.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -98,10 +101,10 @@ std::optional<Push> geometry(at::IntArrayRef shape, int64_t dim, at::IntArrayRef
 // launch declines (nothing launched).
 [[nodiscard]] bool launch_index(uint32_t op, const Push& g, uint32_t ndim, const at::Tensor& out,
                                 const at::Tensor& data, const at::Tensor& index, uint32_t index_dt,
-                                bool skip) {
+                                bool skip, uint32_t reduce = REDUCE_SUM) {
   Launch l("index", out.device().index());
   l.spec(SPEC_OP, op).spec(SPEC_NDIM, ndim).spec(SPEC_DT0, dt(out)).spec(SPEC_DT1, dt(data));
-  l.spec(SPEC_DTI, index_dt).spec(SPEC_SKIP, skip ? 1 : 0);
+  l.spec(SPEC_DTI, index_dt).spec(SPEC_SKIP, skip ? 1 : 0).spec(SPEC_REDUCE, reduce);
   l.arg(out, true).arg(data, false).arg(index, false);
   return l.push(g).grid(g.n, LOCAL).run();
 }
@@ -246,6 +249,78 @@ struct Scatter {
       }
     }
     return out;
+  }
+};
+
+// scatter_reduce(self, dim, index, src, reduce, include_self) for float32: sum, prod, amax,
+// amin and mean as compare-and-swap reductions into a copy of self (positions that receive
+// src first reset to the reduction's identity where !include_self); mean divides by the
+// count of what reached each position (an int32 scatter_add of ones).
+struct ScatterReduce {
+  static std::optional<uint32_t> reduction(c10::string_view r) {
+    if (r == "sum" || r == "mean") return REDUCE_SUM;
+    if (r == "prod") return REDUCE_PROD;
+    if (r == "amax") return REDUCE_AMAX;
+    if (r == "amin") return REDUCE_AMIN;
+    return std::nullopt;
+  }
+
+  static double identity(uint32_t red) {
+    if (red == REDUCE_PROD) return 1.0;
+    if (red == REDUCE_AMAX) return -std::numeric_limits<double>::infinity();
+    if (red == REDUCE_AMIN) return std::numeric_limits<double>::infinity();
+    return 0.0;
+  }
+
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim_arg,
+                                       const at::Tensor& index, const at::Tensor& src,
+                                       c10::string_view reduce, bool include_self) {
+    const std::optional<uint32_t> red = reduction(reduce);
+    if (!red || self.scalar_type() != at::kFloat || self.dim() == 0) return std::nullopt;
+    const int64_t dim = c10::maybe_wrap_dim(dim_arg, self.dim());
+    const std::optional<uint32_t> dt = scatter_add_args(self, dim, index, src);
+    if (!dt || index.dim() != self.dim() || src.dim() != self.dim()) return std::nullopt;
+    if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != at::kFloat ||
+                          at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
+      return std::nullopt;
+    }
+    at::Tensor r = out.defined() ? out : self.clone();
+    if (out.defined() && !out.is_same(self)) r.copy_(self);
+    if (index.numel() == 0) return out = r;
+    const std::optional<Push> g =
+        geometry(index.sizes(), dim, r.strides(), src.strides(), index.strides(), r.size(dim));
+    if (!g) return std::nullopt;
+    const uint32_t nd = static_cast<uint32_t>(self.dim());
+    if (!include_self) {
+      const at::Tensor id = at::full({}, identity(*red), r.options());
+      std::optional<Push> g0 = geometry(index.sizes(), dim, r.strides(),
+                                        std::vector<int64_t>(nd, 0), index.strides(), r.size(dim));
+      if (!g0 || !launch_index(OP_SCATTER, *g0, nd, r, id, index, *dt, false)) return std::nullopt;
+    }
+    if (!launch_index(OP_SCATTER_REDUCE_F32, *g, nd, r, src, index, *dt, false, *red)) {
+      return std::nullopt;
+    }
+    if (reduce == "mean") {
+      at::Tensor counts = at::zeros(self.sizes(), self.options().dtype(at::kInt));
+      const at::Tensor ones = at::ones(index.sizes(), counts.options());
+      const std::optional<Push> gc = geometry(index.sizes(), dim, counts.strides(), ones.strides(),
+                                              index.strides(), counts.size(dim));
+      if (!gc || !launch_index(OP_SCATTER_ADD_I32, *gc, nd, counts, ones, index, *dt, false)) {
+        return std::nullopt;
+      }
+      r.copy_(at::where(counts.gt(0), r.div(counts.add(include_self ? 1 : 0)), r));
+    }
+    return out = r;
+  }
+};
+
+// scatter.reduce / scatter.value_reduce ("add", "multiply"): scatter_reduce with self included.
+struct ScatterReduceOld {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self, int64_t dim,
+                                       const at::Tensor& index, const at::Tensor& src,
+                                       c10::string_view reduce) {
+    if (reduce != "add" && reduce != "multiply") return std::nullopt;
+    return ScatterReduce::run(out, self, dim, index, src, reduce == "add" ? "sum" : "prod", true);
   }
 };
 
@@ -567,6 +642,12 @@ void register_index(torch::Library& m) {
   reg<A::_embedding_bag, &embedding_bag>(m);
   reg<A::_embedding_bag_forward_only, &embedding_bag>(m);
   reg<A::_embedding_bag_backward, &embedding_bag_backward>(m);
+  reg<A::scatter_reduce_two, Functional<ScatterReduce>>(m);
+  reg<A::scatter_reduce__two, Inplace<ScatterReduce>>(m);
+  reg<A::scatter_reduce_two_out, Out<ScatterReduce>>(m);
+  reg<A::scatter_reduce, Functional<ScatterReduceOld>>(m);
+  reg<A::scatter__reduce, Inplace<ScatterReduceOld>>(m);
+  reg<A::scatter_reduce_out, Out<ScatterReduceOld>>(m);
   reg<A::embedding_dense_backward, &embedding_backward>(m);
 }
 
