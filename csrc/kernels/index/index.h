@@ -8,10 +8,10 @@
 MPSRT_FAMILY_BEGIN(index)
 
 // The ops.
-MPSRT_CONST(OP_GATHER, 0)           // out[c . ys] = x[c . xs, c[dim] = index[c . is]]
-MPSRT_CONST(OP_SCATTER_ADD_F32, 1)  // out[c . xs, c[dim] = index[c . is]] += src[c . ys]
-MPSRT_CONST(OP_SCATTER_ADD_I32, 2)  // the same on int32 elements
-MPSRT_CONST(OP_SCATTER, 3)          // out[c . xs, c[dim] = index[c . is]] = src[c . ys]
+MPSRT_CONST(OP_GATHER, 0)              // out[c . ys] = x[c . xs, c[dim] = index[c . is]]
+MPSRT_CONST(OP_SCATTER_ADD_F32, 1)     // out[c . xs, c[dim] = index[c . is]] += src[c . ys]
+MPSRT_CONST(OP_SCATTER_ADD_I32, 2)     // the same on int32 elements
+MPSRT_CONST(OP_SCATTER, 3)             // out[c . xs, c[dim] = index[c . is]] = src[c . ys]
 MPSRT_CONST(OP_SCATTER_REDUCE_F32, 4)  // out[...] = reduce(out[...], src[c . ys]), float32
 
 // scatter_reduce's reductions (REDUCE).

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "ops/common.h"
 #include "sort/sort.h"
