@@ -193,6 +193,8 @@ def test_multinomial_bad_input(device_kernels: bool) -> None:
         torch.multinomial(d.abs(), 4)
     with pytest.raises(RuntimeError, match="sum of probabilities"):
         torch.multinomial(torch.zeros(3, device="mpsrt"), 1)
+    with pytest.raises(RuntimeError, match="not enough"):
+        torch.multinomial(torch.tensor([0.5, 0.0, 0.5], device="mpsrt"), 3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
@@ -331,6 +333,14 @@ def test_embedding_bag(device_kernels: bool, mode: str) -> None:
         idx.view(2, 5),
         kernels=device_kernels,
         fallbacks=("aten::arange.start_out",),
+    )
+    # Strided indices and offsets (every other element).
+    check(
+        lambda x, i, o: F.embedding_bag(i[::2], x, o[::2], mode=mode),
+        w,
+        idx.repeat_interleave(2),
+        torch.tensor([0, 9, 3, 9, 3, 9, 7, 9]),
+        kernels=device_kernels,
     )
     if mode == "sum":
         psw = torch.rand(10)

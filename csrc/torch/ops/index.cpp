@@ -506,8 +506,9 @@ at::Tensor* index_put(at::Tensor& self, const c10::List<std::optional<at::Tensor
 // take source's elements in order: each such position's rank among them from a running sum
 // of the mask (the scan kernel), then a gather from source and a select.
 at::Tensor* masked_scatter(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
-  if (mask.scalar_type() != at::kBool || source.scalar_type() != self.scalar_type() ||
-      !data_dtype(self) || !is_mpsrt(source) || !is_mpsrt(mask)) {
+  if (mask.scalar_type() != at::kBool || mask.dim() > self.dim() ||
+      source.scalar_type() != self.scalar_type() || !data_dtype(self) || !is_mpsrt(source) ||
+      !is_mpsrt(mask)) {
     return nullptr;
   }
   const at::Tensor m = mask.expand(self.sizes()).reshape({-1});
@@ -562,11 +563,18 @@ bool launch_bags(uint32_t op, int64_t mode, const eb::Push& g, const at::Tensor&
 // _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
 // per_sample_weights, include_last_offset, padding_idx): (out, offset2bag, bag_size,
 // max_indices; the last [bags, width] in mode max, else empty).
-std::optional<Bags> embedding_bag(const at::Tensor& w, const at::Tensor& idx, const at::Tensor& off,
-                                  bool /*scale_grad_by_freq*/, int64_t mode, bool /*sparse*/,
-                                  const std::optional<at::Tensor>& psw, bool include_last_offset,
-                                  int64_t padding_idx) {
-  if (!bag_args(w, idx, off, mode, psw) || !fits<int32_t>(padding_idx)) return std::nullopt;
+std::optional<Bags> embedding_bag(const at::Tensor& w, const at::Tensor& idx_arg,
+                                  const at::Tensor& off_arg, bool /*scale_grad_by_freq*/,
+                                  int64_t mode, bool /*sparse*/,
+                                  const std::optional<at::Tensor>& psw_arg,
+                                  bool include_last_offset, int64_t padding_idx) {
+  if (!bag_args(w, idx_arg, off_arg, mode, psw_arg) || !fits<int32_t>(padding_idx)) {
+    return std::nullopt;
+  }
+  // The kernel reads indices, offsets and per_sample_weights as contiguous rows.
+  const at::Tensor idx = idx_arg.contiguous(), off = off_arg.contiguous();
+  std::optional<at::Tensor> psw;
+  if (psw_arg && psw_arg->defined()) psw = psw_arg->contiguous();
   const int64_t bags = include_last_offset ? off.numel() - 1 : off.numel();
   const auto lopts = idx.options().dtype(at::kLong);
   at::Tensor out = at::empty({bags, w.size(1)}, w.options());

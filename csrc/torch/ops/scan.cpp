@@ -111,6 +111,9 @@ void check_distribution(const at::Tensor& p, int64_t samples, bool replacement) 
               "probability tensor contains either `inf`, `nan` or element < 0");
   TORCH_CHECK(sums.min().item<double>() > 0,
               "invalid multinomial distribution (sum of probabilities <= 0)");
+  TORCH_CHECK(replacement || p.gt(0).sum(-1).min().item<int64_t>() >= samples,
+              "invalid multinomial distribution (with replacement=False, not enough non-negative "
+              "category to sample)");
 }
 
 std::optional<at::Tensor> multinomial(const at::Tensor& self, int64_t samples, bool replacement,
