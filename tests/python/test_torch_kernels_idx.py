@@ -1,10 +1,13 @@
-"""The PyTorch device's scans, sorts and sampling on mpsrt's kernels (csrc/torch/ops/scan.cpp,
-sort.cpp; csrc/kernels/scan/, sort/) against torch's CPU results: cumsum / cumprod along any
-dim (float and integer dtypes, rows longer than one segment), sort / argsort / topk (stable
-order of ties, NaN, descending, rows short enough for shared memory and vocabulary-sized rows
-merged in global memory), and multinomial's draws (chi-square against the probabilities,
-reproducible under a seed). Run also with MPSRT_VULKAN_MEMORY=discrete for the discrete memory
-model."""
+"""The PyTorch device's scans, sorts, sampling and indexed reads and writes on mpsrt's kernels
+(csrc/torch/ops/scan.cpp, sort.cpp, index.cpp; csrc/kernels/scan/, sort/, index/) against
+torch's CPU results: cumsum / cumprod along any dim (float and integer dtypes, rows longer than
+one segment), sort / argsort / topk (stable order of ties, NaN, descending, rows short enough
+for shared memory and vocabulary-sized rows merged in global memory), multinomial's draws
+(chi-square against the probabilities, reproducible under a seed), a top-k / top-p sampling
+step, scatter and scatter_reduce, advanced indexing (index.Tensor, index_put_ with and without
+accumulation, bool masks), masked_scatter and embedding_bag (forward and backward). The suite
+runs on every backend the machine has; run it also with MPSRT_VULKAN_MEMORY=discrete for the
+discrete memory model."""
 
 from __future__ import annotations
 

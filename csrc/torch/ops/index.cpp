@@ -529,13 +529,13 @@ namespace eb = mpsrt::kernels::embedding_bag;
 using Bags = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Whether the bag kernel takes the arguments: 2-D float weight, 1-D int32 / int64 indices and
-// offsets of one dtype, per_sample_weights (mode sum) of weight's dtype, a bag no longer than
-// the kernel's loop bound.
+// offsets of one dtype, per_sample_weights (mode sum) of weight's dtype, at most 60000 indices
+// (an invocation loops over its bag: llvmpipe's bound is 65535 iterations).
 bool bag_args(const at::Tensor& w, const at::Tensor& idx, const at::Tensor& off, int64_t mode,
               const std::optional<at::Tensor>& psw) {
   if (w.dim() != 2 || !is_float(w.scalar_type()) || idx.dim() != 1 || off.dim() != 1) return false;
   if (!index_dtype(idx, true) || off.scalar_type() != idx.scalar_type()) return false;
-  if (mode < 0 || mode > 2 || idx.numel() > 65535 || off.numel() == 0) return false;
+  if (mode < 0 || mode > 2 || idx.numel() > 60000 || off.numel() == 0) return false;
   if (psw && psw->defined() &&
       (mode != 0 || psw->scalar_type() != w.scalar_type() || psw->numel() != idx.numel())) {
     return false;
