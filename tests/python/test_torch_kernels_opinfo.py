@@ -143,6 +143,20 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "nn.functional.interpolate.area": FLOAT,
     "nn.functional.upsample_nearest": HALF,
     "nn.functional.upsample_bilinear": HALF,
+    # scans, sorting, indexed writes (csrc/kernels/scan/, sort/, index/)
+    "cumsum": (*HALF, torch.int64),
+    "cumprod": FLOAT,
+    "sort": (torch.float32, torch.int64),
+    "argsort": FLOAT,
+    "topk": FLOAT,
+    "scatter": FLOAT,
+    "index_put": FLOAT,
+    "masked_scatter": FLOAT,
+    "__getitem__": FLOAT,
+    "nn.functional.embedding_bag": FLOAT,
+    "scatter_reduce.sum": FLOAT,
+    "scatter_reduce.amax": FLOAT,
+    "scatter_reduce.mean": FLOAT,
 }
 
 _BY_NAME = {

@@ -75,6 +75,8 @@ _KERNEL_FAMILIES = (
     "optim",
     "factory",
     "pool",
+    "scan",
+    "sort",
 )
 
 
