@@ -240,7 +240,21 @@ def _zoo_rows(torch: Any, quick: bool) -> list[Row]:
 
 
 # Every family of the zoo has a row.
-ZOO = ("resnet18", "mobilenet_v3_small", "vit", "swin", "gpt2", "bert", "lstm_lm", "unet")
+ZOO = (
+    "resnet18",
+    "mobilenet_v3_small",
+    "vit",
+    "swin",
+    "gpt2",
+    "bert",
+    "lstm_lm",
+    "unet",
+    "efficientnet_b0",
+    "convnext",
+    "llama",
+    "t5",
+    "diffusion_unet",
+)
 
 _CPU_ROWS = (_seed_row, _seed_eval_row, _mlp_row, _add_row, _rand_row, _empty_row, _zoo_rows)
 

@@ -14,7 +14,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TORCH_ROWS = ("seed: ", "seed: ", "train step: ", "t.add_(1)", "torch.rand(", "torch.empty(")
 # The model zoo's rows, one per family (bench_torch.ZOO); without torchvision or transformers (the
 # `zoo` extra) those families' rows have no figure and say why.
-ZOO_ROWS = ("resnet18", "mobilenet_v3_small", "vit", "swin", "gpt2", "bert", "lstm_lm", "unet")
+ZOO_ROWS = (
+    *("resnet18", "mobilenet_v3_small", "vit", "swin", "gpt2", "bert", "lstm_lm", "unet"),
+    *("efficientnet_b0", "convnext", "llama", "t5", "diffusion_unet"),
+)
 
 
 @pytest.fixture
@@ -26,6 +29,12 @@ def bench(monkeypatch: pytest.MonkeyPatch, backend: str):
     import bench
 
     return bench
+
+
+def bench_zoo_families() -> list[str]:
+    from bench import zoo_models
+
+    return list(zoo_models.FAMILIES)
 
 
 def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
@@ -44,6 +53,7 @@ def test_torch_area_quick(bench, backend: str, tmp_path: pathlib.Path) -> None:
     prefixes = TORCH_ROWS + tuple(f"zoo: {name} forward" for name in ZOO_ROWS)
     assert [r["name"].startswith(p) for r, p in zip(rows, prefixes)] == [True] * len(prefixes)
     assert len(rows) == len(prefixes)
+    assert set(ZOO_ROWS) == set(bench_zoo_families())  # every family of the zoo has a row
     zoo = rows[len(TORCH_ROWS) :]
     for r in zoo:
         if r["value"] is None:
