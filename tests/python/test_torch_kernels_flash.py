@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from kernel_check import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # Where the device runs kernels (conftest.kernels_only says why not elsewhere).
 pytestmark = pytest.mark.usefixtures("kernels_only")
@@ -23,6 +24,20 @@ TOL = {
     torch.float16: {"atol": 2e-3, "rtol": 2e-3},
     torch.bfloat16: {"atol": 2e-2, "rtol": 1.6e-2},
 }
+
+
+class _Ops(TorchDispatchMode):
+    """Records the aten ops called under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
 
 
 def _inputs(
@@ -194,3 +209,33 @@ def test_dropout(device_kernels: bool) -> None:
     for g, leaf in zip(grads, leaves):
         torch.testing.assert_close(g, leaf.grad, **TOL[torch.float32])
     assert torch.mpsrt.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_opinfo_samples(device_kernels: bool, dtype: torch.dtype) -> None:
+    """PyTorch's OpInfo samples of scaled_dot_product_attention without dropout (those with it
+    draw from another generator than torch CPU's) run on the fused kernel and equal torch CPU;
+    those whose query has another rank than key and value (broadcast over a batch: the kernel
+    declines them) are left to the math path."""
+    cmi = pytest.importorskip(
+        "torch.testing._internal.common_methods_invocations",
+        reason="torch's OpInfo database needs expecttest: pip install expecttest",
+    )
+    (op,) = [o for o in cmi.op_db if o.name == "nn.functional.scaled_dot_product_attention"]
+    samples = [
+        s
+        for s in op.sample_inputs("cpu", dtype, requires_grad=False)
+        if s.kwargs.get("dropout_p", 0.0) == 0.0 and s.input.dim() == s.args[0].dim()
+    ]
+    assert samples
+    fused = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+    for s in samples:
+        expected = op(s.input, *s.args, **s.kwargs)
+        torch.mpsrt.reset_fallback_counts()
+        args = [a.to("mpsrt") for a in s.args]
+        kwargs = {k: v.to("mpsrt") if torch.is_tensor(v) else v for k, v in s.kwargs.items()}
+        with _Ops() as ops:
+            got = op(s.input.to("mpsrt"), *args, **kwargs)
+        assert torch.mpsrt.fallback_counts() == {}
+        assert fused in ops.seen, f"the sample ran {ops.seen}"
+        torch.testing.assert_close(got.cpu(), expected, **TOL[dtype])

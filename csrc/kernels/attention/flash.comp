@@ -43,14 +43,16 @@ const uint NACC = (D4 + SPLIT - 1u) / SPLIT;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
 
-shared vec4 sa[512];  // ROWS x D4: this workgroup's rows (q; k for DKV)
-shared vec4 sb[512];  // ROWS x D4: dO (DQ); v (DKV)
-shared vec4 tk[512];  // TILE x D4: the tile's k (q for DKV)
-shared vec4 tv[512];  // TILE x D4: the tile's v (dO for DKV)
-shared float ss[256];  // ROWS x TILE
-shared float sp[256];
-shared float sl[64];  // a DKV tile's lse and D per query row
-shared float sd[64];
+// A tile's vec4s: ROWS x D4 is at most 16 x 32 (SPLIT 4) or 8 x 64 (SPLIT 8).
+const uint TILE_VEC4 = LOCAL / 8u * MAX_D4;
+shared vec4 sa[TILE_VEC4];  // ROWS x D4: this workgroup's rows (q; k for DKV)
+shared vec4 sb[TILE_VEC4];  // ROWS x D4: dO (DQ); v (DKV)
+shared vec4 tk[TILE_VEC4];  // TILE x D4: the tile's k (q for DKV)
+shared vec4 tv[TILE_VEC4];  // TILE x D4: the tile's v (dO for DKV)
+shared float ss[LOCAL / 4u * LOCAL / 4u];  // ROWS x TILE
+shared float sp[LOCAL / 4u * LOCAL / 4u];
+shared float sl[LOCAL];  // a DKV tile's lse and D per query row
+shared float sd[LOCAL];
 
 uint lq() { return pc.lens & 0xffffu; }
 uint lk() { return pc.lens >> 16; }

@@ -8,13 +8,15 @@
 // kernel, which is faster there. Masks other than none decline (the fallback takes them).
 //
 // The attention backend of scaled_dot_product_attention (_fused_sdp_choice_stub): on mpsrt's
-// kernels its math path (matmuls, softmax: the device's kernels); where the device's ops run as
-// CPU kernels on host-visible memory, the choice torch makes for the same tensors on the CPU,
-// so that the fallback runs torch's fused CPU flash-attention kernel instead of the math
-// path's separate batched matmuls and softmax over the whole score matrix.
+// kernels the fused-attention pair below where its kernels take the inputs, else the math path
+// (matmuls, softmax: the device's kernels); where the device's ops run as CPU kernels on
+// host-visible memory, the choice torch makes for the same tensors on the CPU, so that the
+// fallback runs torch's fused CPU flash-attention kernel instead of the math path's separate
+// batched matmuls and softmax over the whole score matrix.
 //
 // The fused-attention pair torch leaves to out-of-tree devices (..._overrideable and its
-// backward): the CPU's flash attention ops, through the fallback (see fused_attention below).
+// backward): on mpsrt's kernels csrc/kernels/attention/flash.comp (see "fused kernels" below);
+// where they decline, the CPU's flash attention ops through the fallback (composite_attention).
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -32,8 +34,8 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mul.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sub.h>
@@ -221,8 +223,9 @@ using AttentionOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, 
                                 c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
 
 AttentionOut composite_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const std::optional<at::Tensor>& bias, double dropout_p,
-                             bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+                                 const std::optional<at::Tensor>& bias, double dropout_p,
+                                 bool is_causal, bool return_debug_mask,
+                                 std::optional<double> scale) {
   TORCH_CHECK(!return_debug_mask,
               "[torch] _scaled_dot_product_fused_attention_overrideable on mpsrt: "
               "return_debug_mask=True is not supported (the CPU's flash attention keeps no "
@@ -256,12 +259,13 @@ at::Tensor bias_gradient(const at::Tensor& grad_out, const at::Tensor& q, const 
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-Grads composite_backward(
-    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& bias, std::array<bool, 4> mask, const at::Tensor& out, const at::Tensor& lse,
-    const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/,
-    int64_t /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
-    const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+Grads composite_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& bias, std::array<bool, 4> mask,
+                         const at::Tensor& out, const at::Tensor& lse,
+                         const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
+                         int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p, bool is_causal,
+                         const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
+                         std::optional<double> scale) {
   const std::optional<at::Tensor> attn_mask =
       bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
   auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
@@ -322,7 +326,8 @@ bool addressable(const at::Tensor& t) {
 int64_t steps(const Geometry& g, int64_t tiles, bool dropout) {
   const int64_t rows = g.rows(), acc = g.d4 / g.split;
   const int64_t load = 2 * (rows * g.d4 + fl::LOCAL - 1) / fl::LOCAL;
-  const int64_t per = load + rows / g.split * (2 * g.d4 + (dropout ? 10 : 0)) + rows * (2 + 2 * acc);
+  const int64_t per =
+      load + rows / g.split * (2 * g.d4 + (dropout ? 10 : 0)) + rows * (2 + 2 * acc);
   return tiles * per + 4 * g.d4;
 }
 
@@ -332,8 +337,8 @@ std::optional<Geometry> geometry(const at::Tensor& q, const at::Tensor& k, const
   const at::ScalarType t = q.scalar_type();
   if (!is_float(t) || k.scalar_type() != t || v.scalar_type() != t) return std::nullopt;
   const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
-  Geometry g{q4.size(0), q4.size(1), k4.size(1), q4.size(2), k4.size(2), q4.size(3), v4.size(3),
-             4, 0};
+  Geometry g{q4.size(0), q4.size(1), k4.size(1), q4.size(2), k4.size(2),
+             q4.size(3), v4.size(3), 4,          0};
   if (k4.size(0) != g.b || v4.size(0) != g.b || v4.size(1) != g.hkv || v4.size(2) != g.lk ||
       k4.size(3) != g.d || g.hkv == 0 || g.hq % g.hkv != 0 || g.d > 256 || g.dv > 256 ||
       !fits<uint16_t>(g.lq, g.lk, g.hq) || g.b * g.hq > 65535) {
@@ -455,8 +460,8 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   const std::optional<at::Tensor> mask = mask_view(bias, *g, q.scalar_type());
   if (!mask) return std::nullopt;
   const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
-  at::Tensor out = g->dv == g->d ? at::empty_like(q4) : at::empty({g->b, g->hq, g->lq, g->dv},
-                                                                   q.options());
+  at::Tensor out =
+      g->dv == g->d ? at::empty_like(q4) : at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
   if (!addressable(out)) out = at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
   const at::Tensor lse = at::empty({g->b, g->hq, g->lq}, q.options().dtype(at::kFloat));
   fl::Push p = flash_push(*g, q4, k4, v4, *mask, out, scale_of(scale, g->d));
@@ -539,8 +544,8 @@ at::Tensor rank_of(const at::Tensor& grad, const at::Tensor& input) {
 std::optional<Grads> kernel_backward(const at::Tensor& grad_out, const at::Tensor& q,
                                      const at::Tensor& k, const at::Tensor& v,
                                      const at::Tensor& bias, std::array<bool, 4> need,
-                                     const at::Tensor& out, const at::Tensor& lse,
-                                     double dropout_p, bool is_causal, const at::Tensor& seed,
+                                     const at::Tensor& out, const at::Tensor& lse, double dropout_p,
+                                     bool is_causal, const at::Tensor& seed,
                                      const at::Tensor& offset, std::optional<double> scale) {
   const bool dropout = dropout_p > 0.0;
   if (!enabled(q.device().index()) || dropout_p >= 1.0) return std::nullopt;
@@ -550,9 +555,8 @@ std::optional<Grads> kernel_backward(const at::Tensor& grad_out, const at::Tenso
       (dropout && (seed.numel() != 1 || offset.numel() != 1))) {
     return std::nullopt;
   }
-  const std::optional<at::Tensor> mask =
-      mask_view(bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, *g,
-                q.scalar_type());
+  const std::optional<at::Tensor> mask = mask_view(
+      bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, *g, q.scalar_type());
   if (!mask) return std::nullopt;
   const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
   const at::Tensor dout = as4(grad_out).contiguous(), o = as4(out).contiguous();
@@ -580,8 +584,8 @@ std::optional<Grads> kernel_backward(const at::Tensor& grad_out, const at::Tenso
                need[2] ? rank_of(gv, v) : at::Tensor(), gbias};
 }
 
-Grads fused_attention_backward(const at::Tensor& grad_out, const at::Tensor& q,
-                               const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+Grads fused_attention_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v, const at::Tensor& bias,
                                std::array<bool, 4> mask, const at::Tensor& out,
                                const at::Tensor& lse, const at::Tensor& cum_seq_q,
                                const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k,
