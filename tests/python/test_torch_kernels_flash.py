@@ -239,3 +239,54 @@ def test_opinfo_samples(device_kernels: bool, dtype: torch.dtype) -> None:
         assert torch.mpsrt.fallback_counts() == {}
         assert fused in ops.seen, f"the sample ran {ops.seen}"
         torch.testing.assert_close(got.cpu(), expected, **TOL[dtype])
+
+
+def test_fused_op_outputs(device_kernels: bool) -> None:
+    """The fused op's outputs as torch's autograd formula uses them: out, the logsumexp per row
+    (float32), max_q / max_k, and dropout's Philox seed and offset (the generator's, which
+    then moves past a word per attention weight); the backward op recomputes the forward's
+    dropout mask from them."""
+    q, k, v = (t.to("mpsrt") for t in _inputs(2, 3, 3, 10, 14, 16, 16, torch.float32))
+    fused = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    out, lse, _, _, max_q, max_k, seed, offset, _ = fused(q, k, v, None, is_causal=True)
+    scores = (q.cpu() @ k.cpu().transpose(-2, -1)) / 4.0
+    scores = scores.masked_fill(~torch.ones(10, 14, dtype=torch.bool).tril(), float("-inf"))
+    assert lse.dtype == torch.float32 and lse.shape == (2, 3, 10)
+    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1), **TOL[torch.float32])
+    torch.testing.assert_close(out.cpu(), torch.softmax(scores, -1) @ v.cpu(), **TOL[torch.float32])
+    assert (max_q, max_k) == (10, 14)
+    assert seed.shape == offset.shape == ()  # as torch's meta function makes them
+    torch.mpsrt.manual_seed(123)
+    before = torch.mpsrt._get_rng_state_offset()
+    outs = fused(q, k, v, None, dropout_p=0.2)
+    assert int(outs[6]) == 123 and int(outs[7]) == before
+    assert torch.mpsrt._get_rng_state_offset() == before + (2 * 3 * 10 * 14 + 3) // 4
+    grad = torch.randn(2, 3, 10, 16, device="mpsrt")
+    backward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+
+    def grads(seed_t: torch.Tensor) -> list[torch.Tensor]:
+        g = backward(
+            grad,
+            q,
+            k,
+            v,
+            None,
+            [True] * 4,
+            outs[0],
+            outs[1],
+            outs[2],
+            outs[3],
+            10,
+            14,
+            0.2,
+            False,
+            seed_t,
+            outs[7],
+        )
+        return [t.cpu() for t in g[:3]]
+
+    same, other = grads(outs[6]), grads(torch.tensor(124))
+    # A second call with the same seed gives the same gradients, another seed others.
+    assert all(torch.equal(a, b) for a, b in zip(same, grads(outs[6])))
+    assert not torch.equal(same[2], other[2])
+    assert torch.mpsrt.fallback_counts() == {}

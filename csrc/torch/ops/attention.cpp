@@ -465,7 +465,8 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   if (!addressable(out)) out = at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
   const at::Tensor lse = at::empty({g->b, g->hq, g->lq}, q.options().dtype(at::kFloat));
   fl::Push p = flash_push(*g, q4, k4, v4, *mask, out, scale_of(scale, g->d));
-  at::Tensor seed_t = at::empty({0}, q.options().dtype(at::kLong).device(at::kCPU));
+  // Dropout's seed and offset: 0-dim int64 CPU tensors (torch's meta function's shapes).
+  at::Tensor seed_t = at::scalar_tensor(0, q.options().dtype(at::kLong).device(at::kCPU));
   at::Tensor offset_t = seed_t;
   if (dropout) {
     const auto [seed, offset] = reserve_dropout(*g, q.device());
