@@ -333,7 +333,10 @@ int64_t steps(const Geometry& g, int64_t tiles, bool dropout) {
 
 std::optional<Geometry> geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  bool dropout) {
-  if (q.dim() < 3 || q.dim() > 4 || k.dim() != q.dim() || v.dim() != q.dim()) return std::nullopt;
+  if (q.is_nested() || k.is_nested() || v.is_nested() || q.dim() < 3 || q.dim() > 4 ||
+      k.dim() != q.dim() || v.dim() != q.dim()) {
+    return std::nullopt;
+  }
   const at::ScalarType t = q.scalar_type();
   if (!is_float(t) || k.scalar_type() != t || v.scalar_type() != t) return std::nullopt;
   const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
@@ -611,7 +614,8 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   }
   constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
   for (const at::Tensor* t : {&q, &k, &v}) {
-    if (t->unsafeGetTensorImpl()->has_symbolic_sizes_strides() || t->dim() < 3) return kMath;
+    const bool symbolic = t->unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+    if (t->is_nested() || symbolic || t->dim() < 3) return kMath;
   }
   if (dropout_p >= 1.0 || (!enable_gqa && q.size(-3) != k.size(-3))) return kMath;
   const std::optional<Geometry> g = geometry(q, k, v, dropout_p > 0.0);
