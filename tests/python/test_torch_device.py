@@ -1244,8 +1244,8 @@ def test_attention_backend_is_the_cpus_choice_on_host_memory(mode: str) -> None:
     # scaled_dot_product_attention asks the device which backend to take. Where the device's
     # ops run as CPU kernels on host-visible memory, mpsrt answers as the CPU would for the
     # same tensors (flash attention here: torch's fused CPU kernel, run by the fallback on the
-    # device memory); on mpsrt's kernels, or on discrete memory, the math path, whose matmuls
-    # and softmax are the device's own.
+    # device memory); on mpsrt's kernels the fused-attention pair ("overrideable": mpsrt's
+    # fused kernels), on discrete memory without them the math path.
     previous = torch.mpsrt._set_kernels(mode)
     try:
         host = (
@@ -1256,10 +1256,11 @@ def test_attention_backend_is_the_cpus_choice_on_host_memory(mode: str) -> None:
         q, k, v = _attention_inputs("mpsrt")
         cpu_choice = torch._fused_sdp_choice(cpu_q, cpu_k, cpu_v)
         assert cpu_choice == 1  # flash attention: torch's choice on the CPU for these inputs
-        assert torch._fused_sdp_choice(q, k, v) == (cpu_choice if host else 0)
+        device = 4 if torch.mpsrt._kernels_enabled() else 0  # SDPBackend.overrideable, math
+        assert torch._fused_sdp_choice(q, k, v) == (cpu_choice if host else device)
         # Dropout: the CPU's choice again (whatever it is), never a backend the CPU lacks.
         assert torch._fused_sdp_choice(q, k, v, dropout_p=0.5) == (
-            torch._fused_sdp_choice(cpu_q, cpu_k, cpu_v, dropout_p=0.5) if host else 0
+            torch._fused_sdp_choice(cpu_q, cpu_k, cpu_v, dropout_p=0.5) if host else device
         )
         torch.mpsrt.reset_fallback_counts()
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)

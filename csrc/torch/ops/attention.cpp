@@ -8,13 +8,16 @@
 // kernel, which is faster there. Masks other than none decline (the fallback takes them).
 //
 // The attention backend of scaled_dot_product_attention (_fused_sdp_choice_stub): on mpsrt's
-// kernels its math path (matmuls, softmax: the device's kernels); where the device's ops run as
-// CPU kernels on host-visible memory, the choice torch makes for the same tensors on the CPU,
-// so that the fallback runs torch's fused CPU flash-attention kernel instead of the math
-// path's separate batched matmuls and softmax over the whole score matrix.
+// kernels the fused-attention pair below where its kernels take the inputs, else the math path
+// (matmuls, softmax: the device's kernels); where the device's ops run as CPU kernels on
+// host-visible memory, the choice torch makes for the same tensors on the CPU, so that the
+// fallback runs torch's fused CPU flash-attention kernel instead of the math path's separate
+// batched matmuls and softmax over the whole score matrix.
 //
 // The fused-attention pair torch leaves to out-of-tree devices (..._overrideable and its
-// backward): the CPU's flash attention ops, through the fallback (see fused_attention below).
+// backward): on mpsrt's kernels csrc/kernels/attention/flash.comp (see "fused kernels" below);
+// where they decline, the CPU's flash attention ops through the fallback (composite_attention).
+#include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
@@ -23,6 +26,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gelu.h>
@@ -31,10 +35,12 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -44,11 +50,17 @@
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_ops.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "attention/flash.h"
+#include "device/generator.h"
 #include "device/host_access.h"
 #include "ops/common.h"
 
@@ -176,12 +188,12 @@ at::Tensor cpu_stand_in(const at::Tensor& t) {
 }
 
 // The CPU's choice where the inputs are host-visible mpsrt memory the fallback runs CPU kernels
-// on, else the math path. Called by scaled_dot_product_attention for mpsrt tensors only.
-int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+// on (the math path where they are not). Called by scaled_dot_product_attention for mpsrt
+// tensors only.
+int64_t cpu_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
   constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
-  if (enabled(q.device().index())) return kMath;
   const at::Tensor cq = cpu_stand_in(q), ck = cpu_stand_in(k), cv = cpu_stand_in(v);
   std::optional<at::Tensor> cmask;
   if (mask.has_value() && mask->defined()) {
@@ -210,9 +222,10 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 using AttentionOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt,
                                 c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
 
-AttentionOut fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const std::optional<at::Tensor>& bias, double dropout_p,
-                             bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+AttentionOut composite_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const std::optional<at::Tensor>& bias, double dropout_p,
+                                 bool is_causal, bool return_debug_mask,
+                                 std::optional<double> scale) {
   TORCH_CHECK(!return_debug_mask,
               "[torch] _scaled_dot_product_fused_attention_overrideable on mpsrt: "
               "return_debug_mask=True is not supported (the CPU's flash attention keeps no "
@@ -244,12 +257,15 @@ at::Tensor bias_gradient(const at::Tensor& grad_out, const at::Tensor& q, const 
   return at::mul(p, at::sub(dp, row)).sum_to_size(bias.sizes());
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
-    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& bias, std::array<bool, 4> mask, const at::Tensor& out, const at::Tensor& lse,
-    const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/,
-    int64_t /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
-    const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+Grads composite_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& bias, std::array<bool, 4> mask,
+                         const at::Tensor& out, const at::Tensor& lse,
+                         const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
+                         int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p, bool is_causal,
+                         const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
+                         std::optional<double> scale) {
   const std::optional<at::Tensor> attn_mask =
       bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
   auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
@@ -265,6 +281,346 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   }
   return {mask[0] ? gq : at::Tensor(), mask[1] ? gk : at::Tensor(), mask[2] ? gv : at::Tensor(),
           gbias};
+}
+
+// ---------------------------------------------------------------- fused kernels (flash.comp)
+// scaled_dot_product_attention on csrc/kernels/attention/flash.comp: the forward (out and the
+// logsumexp, with an online softmax over key tiles), and the backward as three dispatches
+// (per-row statistics, dq over key tiles, dk / dv over query tiles): no score matrix in memory.
+// What they decline (the composite paths above run it): dtypes other than float32 / float16 /
+// bfloat16 (all three inputs alike), head dims over 256, differing q / k head dims, lengths or
+// heads over 65535, more than 65535 (batch, head) pairs or query / key blocks, masks that do
+// not broadcast to [B, Hq, Lq, Lk] (or other dtypes than bool and the inputs'), dropout_p >= 1,
+// spans over 2^32 elements, and work an invocation could not finish within the loop limit of
+// software Vulkan (kMaxSteps: about Lk <= 7000 at D = 64 for the forward, Lq * group as much for
+// the dk / dv kernel).
+namespace fl = ::mpsrt::kernels::attention::flash;
+
+constexpr int64_t kMaxSteps = 60000;  // llvmpipe ends an invocation after 65535 loop iterations
+
+// The inputs' geometry: [B, Hq, Lq, D] queries, [B, Hkv, Lk, D] keys, [B, Hkv, Lk, Dv] values.
+struct Geometry {
+  int64_t b, hq, hkv, lq, lk, d, dv;
+  uint32_t split, d4;  // invocations per row; the tiles' width in vec4s (a multiple of split)
+  int64_t rows() const { return fl::LOCAL / split; }
+  int64_t group() const { return hq / hkv; }
+};
+
+// A 3-D input (heads, length, dim) as one batch.
+at::Tensor as4(const at::Tensor& t) {
+  return t.dim() == 3 ? t.unsqueeze(0) : t;
+}
+
+// Whether the elements t addresses lie within 2^32 of its first (the kernel's 32-bit offsets)
+// and its strides are non-negative with the last dim dense.
+bool addressable(const at::Tensor& t) {
+  int64_t last = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.stride(i) < 0) return false;
+    last += (t.size(i) - 1) * t.stride(i);
+  }
+  return t.numel() > 0 && t.stride(-1) == 1 && fits<uint32_t>(last);
+}
+
+// The loop iterations an invocation runs (an estimate from above) for `tiles` tiles.
+int64_t steps(const Geometry& g, int64_t tiles, bool dropout) {
+  const int64_t rows = g.rows(), acc = g.d4 / g.split;
+  const int64_t load = 2 * (rows * g.d4 + fl::LOCAL - 1) / fl::LOCAL;
+  const int64_t per =
+      load + rows / g.split * (2 * g.d4 + (dropout ? 10 : 0)) + rows * (2 + 2 * acc);
+  return tiles * per + 4 * g.d4;
+}
+
+std::optional<Geometry> geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 bool dropout) {
+  if (q.is_nested() || k.is_nested() || v.is_nested() || q.dim() < 3 || q.dim() > 4 ||
+      k.dim() != q.dim() || v.dim() != q.dim()) {
+    return std::nullopt;
+  }
+  const at::ScalarType t = q.scalar_type();
+  if (!is_float(t) || k.scalar_type() != t || v.scalar_type() != t) return std::nullopt;
+  const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
+  Geometry g{q4.size(0), q4.size(1), k4.size(1), q4.size(2), k4.size(2),
+             q4.size(3), v4.size(3), 4,          0};
+  if (k4.size(0) != g.b || v4.size(0) != g.b || v4.size(1) != g.hkv || v4.size(2) != g.lk ||
+      k4.size(3) != g.d || g.hkv == 0 || g.hq % g.hkv != 0 || g.d > 256 || g.dv > 256 ||
+      !fits<uint16_t>(g.lq, g.lk, g.hq) || g.b * g.hq > 65535) {
+    return std::nullopt;
+  }
+  if (!addressable(q4) || !addressable(k4) || !addressable(v4)) return std::nullopt;
+  const int64_t d4 = (std::max(g.d, g.dv) + 3) / 4;
+  g.split = d4 > 32 ? 8 : 4;
+  g.d4 = static_cast<uint32_t>((d4 + g.split - 1) / g.split * g.split);
+  const int64_t blocks = (std::max(g.lq, g.lk) + g.rows() - 1) / g.rows();
+  if (blocks > 65535 || steps(g, blocks, dropout) > kMaxSteps ||
+      steps(g, blocks * g.group(), dropout) > kMaxSteps) {
+    return std::nullopt;
+  }
+  return g;
+}
+
+// Whether the kernel takes the mask (absent, or bool / the inputs' dtype, broadcasting to
+// [B, Hq, Lq, Lk]).
+bool mask_ok(const std::optional<at::Tensor>& mask, const Geometry& g, at::ScalarType t) {
+  if (!mask.has_value() || !mask->defined()) return true;
+  const at::Tensor& m = *mask;
+  const std::vector<int64_t> full{g.b, g.hq, g.lq, g.lk};
+  return (m.scalar_type() == at::kBool || m.scalar_type() == t) && m.dim() >= 1 && m.dim() <= 4 &&
+         at::is_expandable_to(m.sizes(), full);
+}
+
+// The mask as a [B, Hq, Lq, Lk] view with its last dim dense (a mask broadcast over the keys
+// is materialised over them); undefined without a mask; nothing where the kernel does not take
+// it.
+std::optional<at::Tensor> mask_view(const std::optional<at::Tensor>& mask, const Geometry& g,
+                                    at::ScalarType t) {
+  if (!mask_ok(mask, g, t)) return std::nullopt;
+  if (!mask.has_value() || !mask->defined()) return at::Tensor();
+  at::Tensor m = *mask;
+  if (m.size(-1) != g.lk) {
+    std::vector<int64_t> sizes(m.sizes().begin(), m.sizes().end());
+    sizes.back() = g.lk;
+    m = m.expand(sizes).contiguous();
+  } else if (m.stride(-1) != 1) {
+    m = m.contiguous();
+  }
+  m = m.expand({g.b, g.hq, g.lq, g.lk});
+  if (!addressable(m)) return std::nullopt;
+  return m;
+}
+
+// The push constants for the inputs (4-D views), the mask (or undefined), out's strides
+// (the forward's output; unused by the backward) and the scale.
+fl::Push flash_push(const Geometry& g, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v, const at::Tensor& mask, const at::Tensor& out,
+                    double scale) {
+  fl::Push p{};
+  p.lens = static_cast<uint32_t>(g.lq | g.lk << 16);
+  p.dims = static_cast<uint32_t>(g.d | g.dv << 16);
+  p.heads = static_cast<uint32_t>(g.hq | g.group() << 16);
+  const auto strides = [](uint32_t* dst, const at::Tensor& t) {
+    for (int i = 0; i < 3; ++i) dst[i] = t.defined() ? static_cast<uint32_t>(t.stride(i)) : 0;
+  };
+  strides(p.qs, q);
+  strides(p.ks, k);
+  strides(p.vs, v);
+  strides(p.os, out);
+  strides(p.ms, mask);
+  p.scale = static_cast<float>(scale);
+  return p;
+}
+
+// Dropout's Philox stream: the device's default generator reserves a word per attention weight
+// ([B, Hq, Lq, Lk]); returns (seed, offset), which the backward gets back.
+std::pair<uint64_t, uint64_t> reserve_dropout(const Geometry& g, c10::Device device) {
+  MpsrtGeneratorImpl* gen = generator_for(std::nullopt, device);
+  const uint64_t words = static_cast<uint64_t>(g.b * g.hq * g.lq * g.lk);
+  uint64_t seed = 0, offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    seed = gen->current_seed();
+    offset = gen->get_offset();
+    gen->set_offset(offset + (words + 3) / 4);
+  }
+  return {seed, offset};
+}
+
+// Dropout's push constants: the keep threshold (a Philox word below it keeps) and the stream.
+void set_dropout(fl::Push& p, double dropout_p, uint64_t seed, uint64_t offset) {
+  const double keep = std::floor((1.0 - dropout_p) * 4294967296.0);
+  p.keep = static_cast<uint32_t>(std::min(keep, 4294967295.0));
+  p.seed[0] = static_cast<uint32_t>(seed);
+  p.seed[1] = static_cast<uint32_t>(seed >> 32);
+  p.offset[0] = static_cast<uint32_t>(offset);
+  p.offset[1] = static_cast<uint32_t>(offset >> 32);
+}
+
+// A launch of flash.comp's op for g on q's device, with its specialisation constants.
+Launch flash_launch(uint32_t op, const Geometry& g, const at::Tensor& q, const at::Tensor& mask,
+                    bool causal, bool dropout) {
+  Launch l("flash", q.device().index());
+  l.spec(fl::SPEC_OP, op).spec(fl::SPEC_DT, dt(q)).spec(fl::SPEC_SPLIT, g.split);
+  l.spec(fl::SPEC_D4, g.d4).spec(fl::SPEC_CAUSAL, causal ? 1 : 0);
+  l.spec(fl::SPEC_DROPOUT, dropout ? 1 : 0).spec(fl::SPEC_HAS_MASK, mask.defined() ? 1 : 0);
+  if (mask.defined()) l.spec(fl::SPEC_DTM, dt(mask));
+  return l;
+}
+
+double scale_of(std::optional<double> scale, int64_t d) {
+  return scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+}
+
+// _scaled_dot_product_fused_attention_overrideable on the kernel, or nothing (declined).
+std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v,
+                                             const std::optional<at::Tensor>& bias,
+                                             double dropout_p, bool is_causal,
+                                             std::optional<double> scale) {
+  const bool dropout = dropout_p > 0.0;
+  if (!enabled(q.device().index()) || dropout_p >= 1.0 || dropout_p < 0.0) return std::nullopt;
+  const std::optional<Geometry> g = geometry(q, k, v, dropout);
+  if (!g) return std::nullopt;
+  const std::optional<at::Tensor> mask = mask_view(bias, *g, q.scalar_type());
+  if (!mask) return std::nullopt;
+  const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
+  at::Tensor out =
+      g->dv == g->d ? at::empty_like(q4) : at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
+  if (!addressable(out)) out = at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
+  const at::Tensor lse = at::empty({g->b, g->hq, g->lq}, q.options().dtype(at::kFloat));
+  fl::Push p = flash_push(*g, q4, k4, v4, *mask, out, scale_of(scale, g->d));
+  // Dropout's seed and offset: 0-dim int64 CPU tensors (torch's meta function's shapes).
+  at::Tensor seed_t = at::scalar_tensor(0, q.options().dtype(at::kLong).device(at::kCPU));
+  at::Tensor offset_t = seed_t;
+  if (dropout) {
+    const auto [seed, offset] = reserve_dropout(*g, q.device());
+    set_dropout(p, dropout_p, seed, offset);
+    seed_t = at::scalar_tensor(static_cast<int64_t>(seed), seed_t.options());
+    offset_t = at::scalar_tensor(static_cast<int64_t>(offset), seed_t.options());
+  }
+  Launch l = flash_launch(fl::OP_FORWARD, *g, q, *mask, is_causal, dropout);
+  l.arg(out, true).arg(q4, false).arg(k4, false).arg(v4, false);
+  l.arg(mask->defined() ? *mask : q4, false).arg(lse, true);
+  l.push(p).groups(static_cast<uint32_t>((g->lq + g->rows() - 1) / g->rows()),
+                   static_cast<uint32_t>(g->b * g->hq));
+  if (!l.run()) return std::nullopt;
+  const at::Tensor none = at::empty({0}, q.options().dtype(at::kLong));
+  return AttentionOut{q.dim() == 3 ? out.squeeze(0) : out,
+                      lse,
+                      none,
+                      none,
+                      q.sym_size(-2),
+                      k.sym_size(-2),
+                      seed_t,
+                      offset_t,
+                      at::empty({0}, q.options())};
+}
+
+AttentionOut fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const std::optional<at::Tensor>& bias, double dropout_p,
+                             bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  if (!return_debug_mask) {
+    if (auto r = kernel_attention(q, k, v, bias, dropout_p, is_causal, scale)) return *r;
+  }
+  return composite_attention(q, k, v, bias, dropout_p, is_causal, return_debug_mask, scale);
+}
+
+// The backward's dispatches after the forward's kernel ran: stats, dq (and dS), then dk / dv.
+struct Backward {
+  const Geometry& g;
+  at::Tensor q4, k4, v4, mask, dout, out, lse;
+  fl::Push p;
+  bool causal, dropout;
+
+  bool stats(const at::Tensor& st) const {
+    Launch l = flash_launch(fl::OP_PRE, g, q4, mask, causal, dropout);
+    l.arg(st, true).arg(lse, false).arg(out, false).arg(dout, false).push(p);
+    l.groups(static_cast<uint32_t>((g.lq + fl::LOCAL - 1) / fl::LOCAL),
+             static_cast<uint32_t>(g.b * g.hq));
+    return l.run();
+  }
+  bool dq(const at::Tensor& st, const at::Tensor& gq, const at::Tensor& ds) const {
+    Launch l = flash_launch(fl::OP_DQ, g, q4, mask, causal, dropout);
+    l.spec(fl::SPEC_BIAS_GRAD, ds.defined() ? 1 : 0);
+    l.arg(gq, true).arg(q4, false).arg(k4, false).arg(v4, false);
+    l.arg(mask.defined() ? mask : q4, false).arg(st, false).arg(dout, false);
+    l.arg(ds.defined() ? ds : st, ds.defined()).push(p);
+    l.groups(static_cast<uint32_t>((g.lq + g.rows() - 1) / g.rows()),
+             static_cast<uint32_t>(g.b * g.hq));
+    return l.run();
+  }
+  bool dkv(const at::Tensor& st, const at::Tensor& gk, const at::Tensor& gv) const {
+    Launch l = flash_launch(fl::OP_DKV, g, q4, mask, causal, dropout);
+    l.arg(gk, true).arg(q4, false).arg(k4, false).arg(v4, false);
+    l.arg(mask.defined() ? mask : q4, false).arg(st, false).arg(dout, false).arg(gv, true);
+    l.push(p).groups(static_cast<uint32_t>((g.lk + g.rows() - 1) / g.rows()),
+                     static_cast<uint32_t>(g.b * g.hkv));
+    return l.run();
+  }
+};
+
+// A gradient of a 4-D view back in its input's rank.
+at::Tensor rank_of(const at::Tensor& grad, const at::Tensor& input) {
+  return input.dim() == 3 ? grad.squeeze(0) : grad;
+}
+
+// The backward on the kernels, or nothing (declined). `seed` / `offset`: dropout's stream, as
+// the forward's kernel returned it.
+std::optional<Grads> kernel_backward(const at::Tensor& grad_out, const at::Tensor& q,
+                                     const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& bias, std::array<bool, 4> need,
+                                     const at::Tensor& out, const at::Tensor& lse, double dropout_p,
+                                     bool is_causal, const at::Tensor& seed,
+                                     const at::Tensor& offset, std::optional<double> scale) {
+  const bool dropout = dropout_p > 0.0;
+  if (!enabled(q.device().index()) || dropout_p >= 1.0) return std::nullopt;
+  const std::optional<Geometry> g = geometry(q, k, v, dropout);
+  if (!g || grad_out.scalar_type() != q.scalar_type() || out.scalar_type() != q.scalar_type() ||
+      lse.scalar_type() != at::kFloat || lse.numel() != g->b * g->hq * g->lq ||
+      (dropout && (seed.numel() != 1 || offset.numel() != 1))) {
+    return std::nullopt;
+  }
+  const std::optional<at::Tensor> mask = mask_view(
+      bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, *g, q.scalar_type());
+  if (!mask) return std::nullopt;
+  const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
+  const at::Tensor dout = as4(grad_out).contiguous(), o = as4(out).contiguous();
+  Backward bw{*g, q4, k4, v4, *mask, dout, o, lse.contiguous(), {}, is_causal, dropout};
+  bw.p = flash_push(*g, q4, k4, v4, *mask, at::Tensor(), scale_of(scale, g->d));
+  if (dropout) {
+    set_dropout(bw.p, dropout_p, static_cast<uint64_t>(seed.item<int64_t>()),
+                static_cast<uint64_t>(offset.item<int64_t>()));
+  }
+  const at::TensorOptions f32 = q.options().dtype(at::kFloat);
+  const at::Tensor st = at::empty({g->b * g->hq * g->lq * 2}, f32);
+  const at::Tensor gq = at::empty({g->b, g->hq, g->lq, g->d}, q.options());
+  const at::Tensor gk = at::empty({g->b, g->hkv, g->lk, g->d}, q.options());
+  const at::Tensor gv = at::empty({g->b, g->hkv, g->lk, g->dv}, q.options());
+  const bool bias_grad = need[3] && bias.defined() && bias.scalar_type() != at::kBool;
+  const at::Tensor ds = bias_grad ? at::zeros({g->b, g->hq, g->lq, g->lk}, f32) : at::Tensor();
+  if (!bw.stats(st) || !bw.dq(st, gq, ds) || !bw.dkv(st, gk, gv)) {
+    TORCH_CHECK(!dropout, "[torch] fused attention backward on mpsrt: a kernel declined after ",
+                "the forward's kernel ran with dropout; its mask cannot be recomputed elsewhere");
+    return std::nullopt;
+  }
+  at::Tensor gbias;
+  if (bias_grad) gbias = ds.sum_to_size(bias.sizes()).to(bias.scalar_type());
+  return Grads{need[0] ? rank_of(gq, q) : at::Tensor(), need[1] ? rank_of(gk, k) : at::Tensor(),
+               need[2] ? rank_of(gv, v) : at::Tensor(), gbias};
+}
+
+Grads fused_attention_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v, const at::Tensor& bias,
+                               std::array<bool, 4> mask, const at::Tensor& out,
+                               const at::Tensor& lse, const at::Tensor& cum_seq_q,
+                               const at::Tensor& cum_seq_k, int64_t max_q, int64_t max_k,
+                               double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+                               const at::Tensor& philox_offset, std::optional<double> scale) {
+  if (auto r = kernel_backward(grad_out, q, k, v, bias, mask, out, lse, dropout_p, is_causal,
+                               philox_seed, philox_offset, scale)) {
+    return *r;
+  }
+  return composite_backward(grad_out, q, k, v, bias, mask, out, lse, cum_seq_q, cum_seq_k, max_q,
+                            max_k, dropout_p, is_causal, philox_seed, philox_offset, scale);
+}
+
+// The backend for scaled_dot_product_attention: the fused kernels where the device runs them
+// and they take the inputs (the overrideable pair below), else the math path (the device's
+// kernels); where the device's ops run as CPU kernels, the CPU's choice.
+int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  if (!enabled(q.device().index())) {
+    return cpu_choice(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
+  }
+  constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    const bool symbolic = t->unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+    if (t->is_nested() || symbolic || t->dim() < 3) return kMath;
+  }
+  if (dropout_p >= 1.0 || (!enable_gqa && q.size(-3) != k.size(-3))) return kMath;
+  const std::optional<Geometry> g = geometry(q, k, v, dropout_p > 0.0);
+  if (!g || !mask_ok(mask, *g, q.scalar_type())) return kMath;
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
 namespace A = at::_ops;
