@@ -82,39 +82,9 @@ def _state(model: Any) -> dict[str, Any]:
     return {k: v.detach() for k, v in model.state_dict().items()}
 
 
-# (family, mode) -> (the error its training step raises today on host-visible memory, why). The
-# test checks that it still does, and fails once it no longer does, until the entry is removed.
-# (On discrete memory the choice is the math path, which trains.)
-KNOWN_TRAINING_FAILURES = {
-    ("t5", "auto"): (
-        "is not differentiable with respect to argument 'attn_mask'",
-        "scaled_dot_product_attention's backend choice for mpsrt tensors (sdp_choice, "
-        "csrc/torch/ops/attention.cpp) asks the CPU with stand-in tensors that drop the mask's "
-        "requires_grad: it picks the CPU's flash attention, which has no gradient for attn_mask "
-        "(T5's learnt position bias)",
-    ),
-}
-
-
-def _known_failure(zoo: zoo_models.Zoo, kernels: str) -> bool:
-    """Checks a KNOWN_TRAINING_FAILURES entry: True where the step raised as listed."""
-    known = KNOWN_TRAINING_FAILURES.get((zoo.name, kernels))
-    if known is None or not mpsrt.get_device_properties().unified_memory:
-        return False
-    dev = copy.deepcopy(zoo.model.train()).to("mpsrt")
-    try:
-        zoo.loss(dev, zoo.inputs.to("mpsrt")).backward()
-    except RuntimeError as e:
-        assert known[0] in str(e), f"{zoo.name} ({kernels}) now fails otherwise: {e}"
-        return True
-    pytest.fail(f"{zoo.name} ({kernels}) trains now: remove its KNOWN_TRAINING_FAILURES entry")
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_training_step_matches_cpu(kernels: str, name: str) -> None:
     zoo = _build(name)
-    if _known_failure(zoo, kernels):
-        return
     model = zoo.model.train()
     before = {k: v.clone() for k, v in _state(model).items()}
     dev = copy.deepcopy(model).to("mpsrt")

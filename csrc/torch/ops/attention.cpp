@@ -176,8 +176,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor>> multi_head_attention(
 // tensors), an uninitialized CPU tensor of its geometry (the choice reads only sizes, strides
 // and dtype). Undefined where no CPU tensor can stand for it: discrete memory, or symbolic
 // sizes.
-at::Tensor cpu_stand_in(const at::Tensor& t) {
-  if (!is_mpsrt(t)) return t;
+at::Tensor cpu_geometry(const at::Tensor& t) {
   if (t.has_storage() && t.storage().data() != nullptr) {
     return host_visible(t.storage()) ? cpu_alias(t) : at::Tensor();
   }
@@ -185,6 +184,15 @@ at::Tensor cpu_stand_in(const at::Tensor& t) {
       t.unsafeGetTensorImpl()->has_symbolic_sizes_strides())
     return at::Tensor();
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+// The stand-in also requires grad where t does: the CPU's choice depends on it (its flash
+// kernel has no gradient for a mask, so a mask that requires grad takes the math path).
+at::Tensor cpu_stand_in(const at::Tensor& t) {
+  if (!is_mpsrt(t)) return t;
+  at::Tensor s = cpu_geometry(t);
+  if (s.defined() && t.requires_grad()) s.set_requires_grad(true);
+  return s;
 }
 
 // The CPU's choice where the inputs are host-visible mpsrt memory the fallback runs CPU kernels
