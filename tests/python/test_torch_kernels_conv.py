@@ -138,6 +138,7 @@ def test_output_mask(device_kernels: bool, needs: tuple[bool, bool, bool]) -> No
     check_conv(x, w, b, device_kernels, needs=needs, atol=2e-5, rtol=2e-5, padding=1)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 def test_padding_same(device_kernels: bool) -> None:
     # An even kernel: torch pads the input asymmetrically, then convolves with padding 1.
     x, w, b = case(2, 3, 4, 4, 9)
