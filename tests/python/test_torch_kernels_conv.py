@@ -77,10 +77,26 @@ def check_conv(
     """Forward alone, then forward and backward, on the device against the CPU."""
     out = run_conv(x, w, b, None, transposed, needs, **kw)[0]
     grad = torch.randn_like(out)
-    check(lambda *a: run_conv(*a, transposed, needs, **kw), x, w, b, None,
-          kernels=kernels, atol=atol, rtol=rtol)
-    check(lambda *a: run_conv(*a, transposed, needs, **kw), x, w, b, grad,
-          kernels=kernels, atol=atol, rtol=rtol)
+    check(
+        lambda *a: run_conv(*a, transposed, needs, **kw),
+        x,
+        w,
+        b,
+        None,
+        kernels=kernels,
+        atol=atol,
+        rtol=rtol,
+    )
+    check(
+        lambda *a: run_conv(*a, transposed, needs, **kw),
+        x,
+        w,
+        b,
+        grad,
+        kernels=kernels,
+        atol=atol,
+        rtol=rtol,
+    )
 
 
 # (dims, cin, cout, k, size, keywords): strides, paddings, dilations, groups.
@@ -125,14 +141,20 @@ CASES_T = [
 def test_conv_transpose(
     device_kernels: bool, dims: int, cin: int, cout: int, k: int, size: int, kw: dict, bias: bool
 ) -> None:
-    x, w, b = case(
-        dims, cin, cout, k, size, groups=kw.get("groups", 1), transposed=True, bias=bias
-    )
+    x, w, b = case(dims, cin, cout, k, size, groups=kw.get("groups", 1), transposed=True, bias=bias)
     check_conv(x, w, b, device_kernels, transposed=True, atol=2e-5, rtol=2e-5, **kw)
 
 
-@pytest.mark.parametrize("needs", [(True, False, False), (False, True, False), (False, False, True),
-                                   (False, True, True), (True, True, False)])
+@pytest.mark.parametrize(
+    "needs",
+    [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+        (False, True, True),
+        (True, True, False),
+    ],
+)
 def test_output_mask(device_kernels: bool, needs: tuple[bool, bool, bool]) -> None:
     x, w, b = case(2, 4, 6, 3, 7)
     check_conv(x, w, b, device_kernels, needs=needs, atol=2e-5, rtol=2e-5, padding=1)
@@ -150,13 +172,28 @@ def test_padding_same(device_kernels: bool) -> None:
 def test_channels_last(device_kernels: bool) -> None:
     x, w, b = case(2, 6, 8, 3, 9)
     x = x.to(memory_format=torch.channels_last)
-    got = check(lambda *a: run_conv(*a, False, (True, True, True), padding=1), x, w, b, None,
-                kernels=device_kernels, atol=2e-5, rtol=2e-5)[0]
+    got = check(
+        lambda *a: run_conv(*a, False, (True, True, True), padding=1),
+        x,
+        w,
+        b,
+        None,
+        kernels=device_kernels,
+        atol=2e-5,
+        rtol=2e-5,
+    )[0]
     assert got.is_contiguous()  # torch's rule for an out-of-tree device's convolution outputs
     grad = torch.randn(2, 8, 9, 9)
-    check(lambda *a: run_conv(*a, False, (True, True, True), padding=1), x,
-          w.to(memory_format=torch.channels_last), b, grad, kernels=device_kernels,
-          atol=2e-5, rtol=2e-5)
+    check(
+        lambda *a: run_conv(*a, False, (True, True, True), padding=1),
+        x,
+        w.to(memory_format=torch.channels_last),
+        b,
+        grad,
+        kernels=device_kernels,
+        atol=2e-5,
+        rtol=2e-5,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -165,8 +202,17 @@ def test_half(device_kernels: bool, dtype: torch.dtype, transposed: bool) -> Non
     # CPU computes half precision convolutions in float32 too; sums of ~30 products.
     x, w, b = case(2, 4, 6, 3, 8, dtype=dtype, transposed=transposed)
     tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
-    check_conv(x, w, b, device_kernels, transposed=transposed, atol=tol, rtol=tol,
-               padding=1, stride=2 if transposed else 1)
+    check_conv(
+        x,
+        w,
+        b,
+        device_kernels,
+        transposed=transposed,
+        atol=tol,
+        rtol=tol,
+        padding=1,
+        stride=2 if transposed else 1,
+    )
 
 
 def test_empty_batch(device_kernels: bool) -> None:

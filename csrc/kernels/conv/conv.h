@@ -4,17 +4,20 @@
 // Every convolution (1-, 2-, 3-d: 1-d and 2-d as 3-d with size-1 dims; grouped, strided, padded,
 // dilated, transposed) is one implicit GEMM per group, the matrix product of gemm/tile.glsl with
 // loaders that address the operands in place:
-//   MODE_FORWARD  out[n, g*M + m, o] = sum over (c, k) of W[g*M + m, c, k] * x[n, g*C + c, o*s - p + k*d]
+//   MODE_FORWARD  out[n, g*M + m, o] = sum over (c, k) of
+//                 W[g*M + m, c, k] * x[n, g*C + c, o*s - p + k*d]
 //                 (M = output channels per group, C = input channels per group, GEMM N = batch x
 //                 output positions, K = C x kernel positions); padding loads zero.
-//   MODE_GATHER   out[n, g*M + m, i] = sum over (c, k) of W'[c, m, k] * x[n, g*C + c, (i + p - k*d) / s]
+//   MODE_GATHER   out[n, g*M + m, i] = sum over (c, k) of
+//                 W'[c, m, k] * x[n, g*C + c, (i + p - k*d) / s]
 //                 where i + p - k*d is a non-negative multiple of s inside x: a convolution's
 //                 input gradient (x: the output gradient), and a transposed convolution's forward.
 //   MODE_WEIGHT   part[split, g, m, (c, k)] = sum over (n, o) in the split's share of
 //                 a[n, g*M + m, o] * x[n, g*C + c, o*s - p + k*d]: a weight gradient (a: the output
-//                 gradient) as a GEMM with K = batch x positions, split along K into float32 partial
-//                 sums (grid z = splits x groups) that the glue then adds (no float atomics; the
-//                 split also keeps each invocation's loop count within llvmpipe's budget).
+//                 gradient) as a GEMM with K = batch x positions, split along K into float32
+//                 partial sums (grid z = splits x groups) that the glue then adds (no float
+//                 atomics; the split also keeps each invocation's loop count within llvmpipe's
+//                 budget).
 // Outputs of MODE_FORWARD / MODE_GATHER are contiguous [n, groups*M, positions]; grid z is the
 // group (or split x group), grid x / y stride over the N / M tiles.
 //

@@ -3,6 +3,9 @@
 // shared memory as float32 (A's chunk stored k-major, so both tiles are read along their
 // contiguous dim); each invocation accumulates a TM x TN micro-tile (rows ty + i * BM / TM,
 // columns tx + j * BN / TN: neighbouring invocations read neighbouring shared-memory words).
+// Each chunk's products are summed apart and then added to the running sums (two levels: the
+// rounding error grows with K / BK + BK rather than with K, about what torch CPU's blocked sums
+// give).
 //
 // The includer supplies, before including: the specialisation constants BM, BN, BK, TM, TN and
 // WG (the workgroup size, (BM / TM) * (BN / TN)), the bools TILE_A_KFAST / TILE_B_KFAST (whether
@@ -60,6 +63,7 @@ void tile_run(uint b, uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N
   const uint tx = gl_LocalInvocationID.x % RN;
   const uint ty = gl_LocalInvocationID.x / RN;
   float acc[TM * TN];
+  float part[TM * TN];  // the chunk's sums, added to acc once per chunk
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
   float a[TM];
   float bv[TN];
@@ -67,15 +71,17 @@ void tile_run(uint b, uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N
     tile_stage_a(b, m0, k0, k_end, M);
     tile_stage_b(b, k0, n0, k_end, N);
     barrier();
+    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) part[i] = 0.0;
     [[unroll]] for (uint k = 0u; k < BK; ++k) {
       [[unroll]] for (uint i = 0u; i < TM; ++i) a[i] = As[k * AS + ty + i * RM];
       [[unroll]] for (uint j = 0u; j < TN; ++j) bv[j] = Bs[k * BS + tx + j * RN];
       [[unroll]] for (uint i = 0u; i < TM; ++i) {
         [[unroll]] for (uint j = 0u; j < TN; ++j) {
-          acc[i * TN + j] = fma(a[i], bv[j], acc[i * TN + j]);
+          part[i * TN + j] = fma(a[i], bv[j], part[i * TN + j]);
         }
       }
     }
+    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] += part[i];
     barrier();
   }
   [[unroll]] for (uint i = 0u; i < TM; ++i) {

@@ -3,17 +3,17 @@
 // convolution_backward_overrideable: the generic convolution ops under other names (the same
 // arguments as aten::convolution, and as aten::convolution_backward less its bias_sizes).
 //
-// They run on the conv kernel (csrc/kernels/conv/: one implicit GEMM in three modes, conv.h)
-// where the device runs kernels: a convolution in MODE_FORWARD; its input gradient, and a
-// transposed convolution's forward, in MODE_GATHER; a transposed convolution's input gradient in
-// MODE_FORWARD; every weight gradient in MODE_WEIGHT (split-K float32 partials, then summed by
-// at::sum, the reduce family); the bias gradient is at::sum of the output gradient. Operands are
-// read where they lie (any strides: a channels-last input is read in place). What the kernel does
-// not take (other dtypes, mixed dtypes, kernel sizes / strides / dilations / paddings past 255,
-// sizes past its 32-bit indexing, more than 65535 groups) runs as the generic op's CPU kernel
-// through the fallback (CPU tensors aliasing the device memory where it is host-visible, staged
-// host copies where it is discrete), counted by the fallback under the generic op's name; the
-// fallback also raises torch's errors for bad arguments.
+// They run on the conv kernel (csrc/kernels/conv/: one implicit GEMM in three modes, conv.h;
+// depthwise ones on conv_direct, one invocation per output) where the device runs kernels: a
+// convolution in MODE_FORWARD; its input gradient, and a transposed convolution's forward, in
+// MODE_GATHER; a transposed convolution's input gradient in MODE_FORWARD; every weight gradient in
+// MODE_WEIGHT (split-K float32 partials, then summed by at::sum, the reduce family); the bias
+// gradient is at::sum of the output gradient. Operands are read where they lie (any strides: a
+// channels-last input is read in place). What the kernel does not take (other dtypes, mixed dtypes,
+// kernel sizes / strides / dilations / paddings past 255, sizes past its 32-bit indexing, more than
+// 65535 groups) runs as the generic op's CPU kernel through the fallback (CPU tensors aliasing the
+// device memory where it is host-visible, staged host copies where it is discrete), counted by the
+// fallback under the generic op's name; the fallback also raises torch's errors for bad arguments.
 //
 // Memory format: torch decides an out-of-tree device's convolution outputs are contiguous
 // (_conv_determine_backend_memory_format for its Overrideable backend; torch.compile's fake
@@ -250,29 +250,60 @@ std::optional<std::array<uint32_t, 3>> grid_of(const Gemm& g, const Conv& c, con
                                  static_cast<uint32_t>(z)};
 }
 
+// conv_direct.comp's workgroup, and where it runs instead of conv.comp: depthwise convolutions
+// (groups == input channels) forward and their input gradients, whose GEMMs have a few rows
+// (the channel multiplier) and a K of one window (times the multiplier), too small for tiles.
+constexpr uint32_t kDirectLocal = 256;
+constexpr int64_t kDirectMaxK = 1024;
+
+bool direct(const Gemm& g, const Conv& c) {
+  return g.mode != MODE_WEIGHT && c.groups > 1 && c.groups == c.cx && g.k <= kDirectMaxK;
+}
+
+// conv_direct.comp's grid (x / y: the elements of a group, z: the groups); nothing where an
+// invocation would loop past llvmpipe's budget.
+std::optional<std::array<uint32_t, 3>> direct_grid(const Gemm& g, const Conv& c) {
+  const int64_t items = g.m * g.n,
+                wgs = std::max<int64_t>(1, (items + kDirectLocal - 1) / kDirectLocal);
+  const int64_t x = std::min(wgs, kMaxGroups), y = std::min((wgs + x - 1) / x, kMaxGroups);
+  const int64_t per_invocation = (items + x * y * kDirectLocal - 1) / (x * y * kDirectLocal);
+  if (c.groups > kMaxGroups || per_invocation * (g.k + 1) > kLoopBudget) return std::nullopt;
+  return std::array<uint32_t, 3>{static_cast<uint32_t>(x), static_cast<uint32_t>(y),
+                                 static_cast<uint32_t>(c.groups)};
+}
+
+std::optional<std::array<uint32_t, 3>> grid_for(const Gemm& g, const Conv& c) {
+  return direct(g, c) ? direct_grid(g, c) : grid_of(g, c, tiles_for(g.m));
+}
+
 // Whether the kernel takes g (nothing launched): its fields fit, its grid and its operands.
 [[nodiscard]] bool takes(const Gemm& g, const Conv& c) {
   Push p{};
-  if (!fill_push(g, c, &p) || !grid_of(g, c, tiles_for(g.m))) return false;
+  if (!fill_push(g, c, &p) || !grid_for(g, c)) return false;
   for (const at::Tensor* t : {&g.a, &g.x, &g.bias}) {
     if (t->defined() && !offsets_fit(*t)) return false;
   }
   return true;
 }
 
-// Runs g on the conv kernel (g.out allocated; nothing to do without outputs); false where it
-// declines.
+// Runs g on conv.comp or conv_direct.comp (g.out allocated; nothing to do without outputs);
+// false where it declines.
 [[nodiscard]] bool launch(const Gemm& g, const Conv& c) {
   if (g.m == 0 || g.n == 0) return true;
+  const bool is_direct = direct(g, c);
   const Tiles t = tiles_for(g.m);
-  const std::optional<std::array<uint32_t, 3>> groups = grid_of(g, c, t);
+  const std::optional<std::array<uint32_t, 3>> groups = grid_for(g, c);
   Push push{};
   if (!groups || !fill_push(g, c, &push)) return false;
   const bool has_bias = g.bias.defined();
-  Launch l("conv", g.out.device().index());
+  Launch l(is_direct ? "conv_direct" : "conv", g.out.device().index());
   l.spec(SPEC_DT, dt(g.a)).spec(SPEC_MODE, g.mode).spec(SPEC_HAS_BIAS, has_bias ? 1 : 0);
-  l.spec(SPEC_BM, t.bm).spec(SPEC_BN, t.bn).spec(SPEC_BK, t.bk);
-  l.spec(SPEC_TM, t.tm).spec(SPEC_TN, t.tn).spec(SPEC_WG, t.invocations());
+  if (is_direct) {
+    l.spec(SPEC_WG, kDirectLocal);
+  } else {
+    l.spec(SPEC_BM, t.bm).spec(SPEC_BN, t.bn).spec(SPEC_BK, t.bk);
+    l.spec(SPEC_TM, t.tm).spec(SPEC_TN, t.tn).spec(SPEC_WG, t.invocations());
+  }
   l.arg(g.out, true).arg(g.a, false).arg(g.x, false).arg(has_bias ? g.bias : g.out, false);
   return l.push(push).groups((*groups)[0], (*groups)[1], (*groups)[2]).run();
 }
@@ -357,8 +388,7 @@ std::optional<at::Tensor> forward_kernel(const at::Tensor& input, const at::Tens
   const at::Tensor b = bias ? *bias : at::Tensor();
   Conv c;
   if (!operands_ok({&input, &weight, &b}) ||
-      !geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups,
-                &c)) {
+      !geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups, &c)) {
     return std::nullopt;
   }
   const int64_t channels = transposed ? c.cx : c.cy;
@@ -378,8 +408,8 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight,
                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                    c10::IntArrayRef output_padding, int64_t groups) {
   if (input.device().type() == c10::DeviceType::PrivateUse1 && enabled(input.device().index())) {
-    if (std::optional<at::Tensor> r = forward_kernel(input, weight, bias, stride, padding,
-                                                     dilation, transposed, output_padding, groups)) {
+    if (std::optional<at::Tensor> r = forward_kernel(input, weight, bias, stride, padding, dilation,
+                                                     transposed, output_padding, groups)) {
       return *r;
     }
   }
@@ -411,8 +441,8 @@ std::optional<Grads> backward_kernel(const at::Tensor& grad_output, const at::Te
   // The ordinary convolution's X and dY (conv.h): a transposed one's input is dY.
   const at::Tensor& x = transposed ? grad_output : input;
   const at::Tensor& dy = transposed ? input : grad_output;
-  const Gemm gi = transposed ? forward_gemm(c, grad_output, weight)
-                             : gather_gemm(c, grad_output, weight);
+  const Gemm gi =
+      transposed ? forward_gemm(c, grad_output, weight) : gather_gemm(c, grad_output, weight);
   const Gemm gw = weight_gemm(c, dy, x);
   if ((mask[0] && !takes(gi, c)) || (mask[1] && c.batch > 0 && !takes(gw, c))) {
     return std::nullopt;
@@ -443,7 +473,7 @@ Grads backward(const at::Tensor& grad_output, const at::Tensor& input, const at:
   if (operands_ok({&input, &grad_output, &weight}) && enabled(input.device().index()) &&
       geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups, &c) &&
       grad_output.sizes() == c10::IntArrayRef(shape_of(c, transposed ? c.cx : c.cy,
-                                                        transposed ? c.xs : c.ys, input.dim()))) {
+                                                       transposed ? c.xs : c.ys, input.dim()))) {
     if (std::optional<Grads> r =
             backward_kernel(grad_output, input, weight, c, transposed, output_mask)) {
       return *r;

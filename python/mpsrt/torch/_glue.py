@@ -64,7 +64,17 @@ def _sources() -> list[Path]:
 
 
 # The op families that launch device kernels: the larger half of the glue's compile time.
-_KERNEL_FAMILIES = ("elementwise", "reduce", "norm", "gemm", "attention", "index", "loss", "optim", "conv")
+_KERNEL_FAMILIES = (
+    "elementwise",
+    "reduce",
+    "norm",
+    "gemm",
+    "attention",
+    "index",
+    "loss",
+    "optim",
+    "conv",
+)
 
 
 def _unity_sources(directory: Path) -> list[Path]:
