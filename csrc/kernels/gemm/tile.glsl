@@ -64,7 +64,11 @@ void tile_run(uint b, uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N
   const uint ty = gl_LocalInvocationID.x / RN;
   float acc[TM * TN];
   float part[TM * TN];  // the chunk's sums, added to acc once per chunk
-  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = 0.0;
+  precise float comp[TM * TN];
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) {
+    acc[i] = 0.0;
+    comp[i] = 0.0;
+  }
   float a[TM];
   float bv[TN];
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
@@ -81,7 +85,13 @@ void tile_run(uint b, uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N
         }
       }
     }
-    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] += part[i];
+    [[unroll]] for (uint i = 0u; i < TM * TN; ++i) {
+      // Compensated (Kahan) addition: comp carries what acc's rounding dropped.
+      const float y = part[i] - comp[i];
+      const float t = acc[i] + y;
+      comp[i] = (t - acc[i]) - y;
+      acc[i] = t;
+    }
     barrier();
   }
   [[unroll]] for (uint i = 0u; i < TM; ++i) {
