@@ -111,6 +111,7 @@ CASES = [
     (2, 4, 8, 3, 8, {"groups": 4, "stride": 2, "padding": 1}),  # depthwise, multiplier 2
     (2, 5, 70, 1, 6, {}),  # 1x1, more output channels than one tile
     (2, 40, 3, 2, 7, {"padding": 1}),
+    (2, 24, 24, 3, 6, {"padding": 1}),  # the middle tile shape (17..32 rows)
     (3, 2, 4, 3, 6, {"padding": 1}),
     (3, 4, 4, 2, 7, {"stride": 2, "dilation": (1, 2, 1), "groups": 2}),
 ]

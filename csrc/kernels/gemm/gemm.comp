@@ -3,8 +3,9 @@
 // where it lies, no copy), all operands of one dtype (float32, float16 or bfloat16), products
 // summed in float32 and the result stored rounded to the dtype.
 //
-// Tiling: a workgroup computes BM x BN output tiles; each invocation computes a TM x TN
-// micro-tile of it (rows ty + i * BM / TM, columns tx + j * BN / TN: neighbouring invocations
+// Tiling (the tile loop: gemm/tile.glsl, shared with conv/conv.comp; this kernel supplies its
+// loaders and store): a workgroup computes BM x BN output tiles; each invocation computes a TM x
+// TN micro-tile of it (rows ty + i * BM / TM, columns tx + j * BN / TN: neighbouring invocations
 // read neighbouring shared-memory words), over K in chunks of BK staged in shared memory as
 // float32 (A's chunk stored k-major, so both tiles are read along their contiguous dim). Tiles,
 // batches and K chunks are loops that every invocation of a workgroup runs alike (the barriers

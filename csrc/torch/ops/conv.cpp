@@ -280,6 +280,8 @@ std::optional<std::array<uint32_t, 3>> grid_for(const Gemm& g, const Conv& c) {
 [[nodiscard]] bool takes(const Gemm& g, const Conv& c) {
   Push p{};
   if (!fill_push(g, c, &p) || !grid_for(g, c)) return false;
+  // The output's elements (MODE_WEIGHT: the partial sums), indexed with 32 bits.
+  if (!fits<uint32_t>(g.splits * c.groups * g.m * g.n)) return false;
   for (const at::Tensor* t : {&g.a, &g.x, &g.bias}) {
     if (t->defined() && !offsets_fit(*t)) return false;
   }
