@@ -157,6 +157,15 @@ OPS: dict[str, tuple[torch.dtype, ...]] = {
     "scatter_reduce.sum": FLOAT,
     "scatter_reduce.amax": FLOAT,
     "scatter_reduce.mean": FLOAT,
+    # convolutions (csrc/kernels/conv/)
+    "nn.functional.conv1d": HALF,
+    "nn.functional.conv2d": HALF,
+    "nn.functional.conv3d": HALF,
+    # float16 / bfloat16: torch CPU rounds a transposed convolution's partial sums to the dtype,
+    # beyond the tolerance of the device's float32 sums (test_torch_kernels_conv.py checks them).
+    "nn.functional.conv_transpose1d": FLOAT,
+    "nn.functional.conv_transpose2d": FLOAT,
+    "nn.functional.conv_transpose3d": FLOAT,
 }
 
 _BY_NAME = {

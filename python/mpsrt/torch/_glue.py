@@ -77,6 +77,7 @@ _KERNEL_FAMILIES = (
     "pool",
     "scan",
     "sort",
+    "conv",
 )
 
 
