@@ -435,6 +435,10 @@ int64_t op_i(uint idx[4]) {
   if (OP == OP_LOGICAL_NOT) return a == 0l ? 1l : 0l;
   if (OP == OP_THRESHOLD_BWD) return b <= c ? 0l : a;
   if (OP == OP_MASKED_FILL) return b != 0l ? c : a;
+  if (OP == OP_BITWISE_AND) return a & b;
+  if (OP == OP_BITWISE_OR) return a | b;
+  if (OP == OP_BITWISE_XOR) return a ^ b;
+  if (OP == OP_BITWISE_NOT) return DT0 == DT_BOOL ? (a == 0l ? 1l : 0l) : ~a;
   return a;
 }
 

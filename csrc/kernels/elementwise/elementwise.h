@@ -65,6 +65,11 @@ MPSRT_CONST(OP_HARDTANH_BWD, 51)  // p: min, max
 MPSRT_CONST(OP_PRELU, 52)         // a > 0 ? a : b * a (b: the weight)
 MPSRT_CONST(OP_PRELU_BWD_IN, 53)  // b > 0 ? a : c * a (c: the weight)
 MPSRT_CONST(OP_PRELU_BWD_W, 54)   // b > 0 ? 0 : b * a
+// Bitwise ops of integers and bools (integer math only; a bool's not is its logical not).
+MPSRT_CONST(OP_BITWISE_AND, 55)
+MPSRT_CONST(OP_BITWISE_OR, 56)
+MPSRT_CONST(OP_BITWISE_XOR, 57)
+MPSRT_CONST(OP_BITWISE_NOT, 58)
 
 // Specialisation constants.
 MPSRT_SPEC(0, OP, 0)        // the op

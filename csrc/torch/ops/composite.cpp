@@ -2,17 +2,19 @@
 // kernels: each is a few launches of the element-wise and reduction kernels, no kernel of its
 // own. They are what models reach besides the big families: the infinity and NaN tests and
 // all / any (scaled_dot_product_attention's math path checks for fully masked rows with them),
-// dropout's backward and clamp with tensor bounds. Each composition dispatches to the device again
-// (so a declined piece still falls back on its own); the result is torch's, dtype and shape
+// dropout's backward, clamp with tensor bounds and isin. Each composition dispatches to the device
+// again (so a declined piece still falls back on its own); the result is torch's, dtype and shape
 // included.
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/logical_not.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
@@ -21,6 +23,7 @@
 #include <ATen/ops/clamp_max_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/isin_ops.h>
 #include <ATen/ops/isinf_ops.h>
 #include <ATen/ops/isnan_ops.h>
 #include <ATen/ops/isneginf_ops.h>
@@ -152,6 +155,26 @@ struct ClampOneTensor {
   }
 };
 
+// isin(elements, test_elements): every element against every test element at once (eq, then
+// any over the tests), as generate() asks whether the last tokens end their sequences. Declines
+// where that comparison would be large (more than 2^24 pairs: torch's sorting method then,
+// through the fallback) or the dtypes differ (torch promotes them first).
+struct IsIn {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& elements,
+                                       const at::Tensor& test, bool /*assume_unique*/,
+                                       bool invert) {
+    const int64_t pairs = elements.numel() * test.numel();
+    if (elements.scalar_type() != test.scalar_type() || pairs > (int64_t{1} << 24)) {
+      return std::nullopt;
+    }
+    at::Tensor hit = at::zeros(elements.sizes(), elements.options().dtype(at::kBool));
+    if (pairs > 0) {
+      hit = at::eq(elements.reshape({-1, 1}), test.reshape({1, -1})).any(1).view(elements.sizes());
+    }
+    return into(out, invert ? at::logical_not(hit) : hit);
+  }
+};
+
 namespace A = at::_ops;
 
 // The functional and out= forms of op `Core`.
@@ -176,6 +199,7 @@ void register_ops(torch::Library& m) {
   forms<A::clamp_min_Tensor, A::clamp_min_Tensor_out, ClampOneTensor<false>>(m);
   forms<A::clamp_max_Tensor, A::clamp_max_Tensor_out, ClampOneTensor<true>>(m);
   forms<A::native_dropout_backward, A::native_dropout_backward_out, DropoutBackward>(m);
+  forms<A::isin_Tensor_Tensor, A::isin_Tensor_Tensor_out, IsIn>(m);
 }
 
 }  // namespace

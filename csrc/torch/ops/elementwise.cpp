@@ -17,6 +17,10 @@
 #include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/bitwise_xor_ops.h>
 #include <ATen/ops/clamp_max_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clamp_ops.h>
@@ -381,6 +385,24 @@ struct Gelu {
     const std::optional<EwOptions> o = gelu_variant(approximate);
     if (!o) return std::nullopt;
     return Unary<OP_GELU, false, true>::run(out, self, *o);
+  }
+};
+
+// Bitwise ops: integers and bools only (torch raises for floats, through the fallback).
+template <uint32_t Op>
+struct Bitwise {
+  template <class Y>
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& a, const Y& y) {
+    at::TensorIterator iter = make_binary(Kind::kBinary, out, a, as_tensor(y));
+    if (at::isFloatingType(iter.common_dtype())) return std::nullopt;
+    return ran(iter, Op);
+  }
+};
+
+struct BitwiseNot {
+  static std::optional<at::Tensor> run(at::Tensor& out, const at::Tensor& self) {
+    if (at::isFloatingType(self.scalar_type())) return std::nullopt;
+    return Unary<OP_BITWISE_NOT, false>::run(out, self);
   }
 };
 
@@ -755,6 +777,13 @@ void register_unary(torch::Library& m) {
   forms<A::silu, A::silu_, A::silu_out, Unary<OP_SILU, false, true>, kTyped>(m);
   forms<A::hardswish, A::hardswish_, A::hardswish_out, Unary<OP_HARDSWISH, false, true>, kTyped>(m);
   forms<A::logical_not, A::logical_not_, A::logical_not_out, LogicalNot>(m);
+  forms<A::bitwise_and_Tensor, A::bitwise_and__Tensor, A::bitwise_and_Tensor_out,
+        Bitwise<OP_BITWISE_AND>>(m);
+  forms<A::bitwise_or_Tensor, A::bitwise_or__Tensor, A::bitwise_or_Tensor_out,
+        Bitwise<OP_BITWISE_OR>>(m);
+  forms<A::bitwise_xor_Tensor, A::bitwise_xor__Tensor, A::bitwise_xor_Tensor_out,
+        Bitwise<OP_BITWISE_XOR>>(m);
+  forms<A::bitwise_not, A::bitwise_not_, A::bitwise_not_out, BitwiseNot>(m);
 }
 
 template <uint32_t Op, class T, class TI, class TO, class S, class SI, class SO>
