@@ -3,7 +3,6 @@
 // memory, their CPU kernels run on borrowed aliases without boxing; elsewhere the fallback.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/hardsigmoid_ops.h>
-#include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/roll_ops.h>
 #include <torch/library.h>
 
@@ -14,6 +13,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   namespace A = at::_ops;
   constexpr ops::HostPath kTyped = ops::HostPath::kTyped;
   ops::reg<A::hardsigmoid, ops::NoKernel, kTyped>(m);
-  ops::reg<A::native_batch_norm, ops::NoKernel, kTyped>(m);
   ops::reg<A::roll, ops::NoKernel, kTyped>(m);
 }
