@@ -96,8 +96,16 @@ def test_batch_norm_channels_last(memory, device_kernels, shape, training) -> No
 
     check(step, x, w, b, rm, rv, kernels=device_kernels, **tolerance(torch.float32))
     # a strided (sliced) input: the output contiguous
-    check(lambda *a: batch_norm_step(*a, training), x[:, :, 1:], w, b, rm, rv,
-          kernels=device_kernels, **tolerance(torch.float32))
+    check(
+        lambda *a: batch_norm_step(*a, training),
+        x[:, :, 1:],
+        w,
+        b,
+        rm,
+        rv,
+        kernels=device_kernels,
+        **tolerance(torch.float32),
+    )
 
 
 @pytest.mark.parametrize("dtype", REDUCED)
@@ -108,9 +116,17 @@ def test_batch_norm_mixed(device_kernels, dtype) -> None:
     rm, rv = torch.zeros(3), torch.ones(3)
     for training in (True, False):
         check(batch_norm_step, x, w, b, rm, rv, training, kernels=device_kernels)
-    got = check(lambda x, w, b, rm, rv: torch.native_batch_norm(x, w, b, rm.clone(), rv.clone(),
-                                                                True, 0.1, 1e-5), x, w, b, rm, rv,
-                kernels=device_kernels)
+    got = check(
+        lambda x, w, b, rm, rv: torch.native_batch_norm(
+            x, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5
+        ),
+        x,
+        w,
+        b,
+        rm,
+        rv,
+        kernels=device_kernels,
+    )
     assert got[1].dtype == torch.float32 and got[2].dtype == torch.float32
 
 
@@ -133,10 +149,12 @@ def test_native_batch_norm_saved_stats(device_kernels, dtype) -> None:
         for mask in ([True, True, True], [True, False, False], [False, True, True]):
 
             def bwd(dy, x, w, rm, rv, train=train, mask=mask):
-                _, sm, si = torch.native_batch_norm(x, w, None, rm.clone(), rv.clone(), True,
-                                                    0.1, 1e-5)
-                return torch.ops.aten.native_batch_norm_backward(dy, x, w, rm, rv, sm, si, train,
-                                                                 1e-5, mask)
+                _, sm, si = torch.native_batch_norm(
+                    x, w, None, rm.clone(), rv.clone(), True, 0.1, 1e-5
+                )
+                return torch.ops.aten.native_batch_norm_backward(
+                    dy, x, w, rm, rv, sm, si, train, 1e-5, mask
+                )
 
             check(bwd, dy, x, w, rm, rv, kernels=device_kernels, **tolerance(dtype))
 
@@ -153,8 +171,15 @@ def test_batch_norm_module_training_step(memory, device_kernels) -> None:
             out = bn(x)
             (out * out).sum().backward()
         bn.eval()
-        return [out, bn(x + 1), bn.running_mean, bn.running_var, bn.num_batches_tracked,
-                bn.weight.grad, bn.bias.grad]
+        return [
+            out,
+            bn(x + 1),
+            bn.running_mean,
+            bn.running_var,
+            bn.num_batches_tracked,
+            bn.weight.grad,
+            bn.bias.grad,
+        ]
 
     check(run, torch.randn(4, 3, 5, 5), kernels=device_kernels, **tolerance(torch.float32))
 
@@ -165,14 +190,29 @@ def test_instance_norm(memory, device_kernels, running, dtype) -> None:
     def run(x, w, b, rm, rv):
         x, w, b = leaf(x), leaf(w), leaf(b)
         rm, rv = rm.clone(), rv.clone()
-        out = F.instance_norm(x, rm if running else None, rv if running else None, w, b,
-                              use_input_stats=True, momentum=0.2)
+        out = F.instance_norm(
+            x,
+            rm if running else None,
+            rv if running else None,
+            w,
+            b,
+            use_input_stats=True,
+            momentum=0.2,
+        )
         return [out, *grads(out, [x, w, b]), rm, rv]
 
     x = torch.randn(2, 3, 4, 5).to(dtype)
     w, b = (torch.rand(3) + 0.5).to(dtype), torch.randn(3).to(dtype)
-    check(run, x, w, b, torch.zeros(3).to(dtype), torch.ones(3).to(dtype),
-          kernels=device_kernels, **tolerance(dtype))
+    check(
+        run,
+        x,
+        w,
+        b,
+        torch.zeros(3).to(dtype),
+        torch.ones(3).to(dtype),
+        kernels=device_kernels,
+        **tolerance(dtype),
+    )
 
 
 @pytest.mark.parametrize("groups", [1, 2, 6])
@@ -195,25 +235,133 @@ def test_group_norm(memory, device_kernels, groups, dtype, affine, shape) -> Non
 def test_group_norm_native(device_kernels) -> None:
     """native_group_norm's mean and rstd, and its backward with each output_mask."""
     x, w, b = torch.randn(2, 6, 10), torch.rand(6) + 0.5, torch.randn(6)
-    check(lambda *a: torch.native_group_norm(*a, 2, 6, 10, 3, 1e-5), x, w, b,
-          kernels=device_kernels, **tolerance(torch.float32))
+    check(
+        lambda *a: torch.native_group_norm(*a, 2, 6, 10, 3, 1e-5),
+        x,
+        w,
+        b,
+        kernels=device_kernels,
+        **tolerance(torch.float32),
+    )
     dy = torch.randn(2, 6, 10)
     for mask in ([True, True, True], [True, False, False], [False, True, False]):
 
         def bwd(dy, x, w, mask=mask):
             _, mean, rstd = torch.native_group_norm(x, w, None, 2, 6, 10, 3, 1e-5)
-            return torch.ops.aten.native_group_norm_backward(dy, x, mean, rstd, w, 2, 6, 10, 3,
-                                                             mask)
+            return torch.ops.aten.native_group_norm_backward(
+                dy, x, mean, rstd, w, 2, 6, 10, 3, mask
+            )
 
         check(bwd, dy, x, w, kernels=device_kernels, **tolerance(torch.float32))
+
+
+def test_many_chunks(device_kernels) -> None:
+    """Channels of 80000 elements (5 chunks whose partials the merges combine), training and
+    its backward, batch norm and group norm."""
+    x = torch.randn(8, 2, 100, 100) * 3 + 2
+    w, b = torch.rand(2) + 0.5, torch.randn(2)
+    check(
+        batch_norm_step,
+        x,
+        w,
+        b,
+        torch.zeros(2),
+        torch.ones(2),
+        True,
+        kernels=device_kernels,
+        atol=1e-4,
+        rtol=1e-4,
+    )
+
+    def group(x, w, b):
+        x, w, b = leaf(x), leaf(w), leaf(b)
+        out = F.group_norm(x, 1, w, b)
+        return [out, *grads(out, [x, w, b])]
+
+    check(
+        group,
+        x[:2].reshape(1, 4, 100, 100),
+        torch.rand(4) + 0.5,
+        torch.randn(4),
+        kernels=device_kernels,
+        atol=1e-4,
+        rtol=1e-4,
+    )
+
+
+def test_legit_forms(device_kernels) -> None:
+    """_native_batch_norm_legit (with running statistics and .no_stats) and
+    _native_batch_norm_legit_no_training, as export and compile reach them."""
+    x, w, b = torch.randn(4, 3, 6), torch.rand(3) + 0.5, torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    aten = torch.ops.aten
+
+    def legit(x, w, b, rm, rv):
+        rm, rv = rm.clone(), rv.clone()
+        return [*aten._native_batch_norm_legit(x, w, b, rm, rv, True, 0.1, 1e-5), rm, rv]
+
+    check(legit, x, w, b, rm, rv, kernels=device_kernels, **tolerance(torch.float32))
+    check(
+        lambda x, w: aten._native_batch_norm_legit.no_stats(x, w, None, True, 0.1, 1e-5),
+        x,
+        w,
+        kernels=device_kernels,
+        **tolerance(torch.float32),
+    )
+    check(
+        lambda *a: aten._native_batch_norm_legit_no_training(*a, 0.1, 1e-5),
+        x,
+        w,
+        b,
+        rm,
+        rv,
+        kernels=device_kernels,
+        **tolerance(torch.float32),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *REDUCED])
+@pytest.mark.parametrize("affine", [True, False])
+def test_rms_norm(memory, device_kernels, dtype, affine) -> None:
+    """F.rms_norm and nn.RMSNorm: composite in torch on this device (no fused op reaches it):
+    forward and backward run on the device's elementwise and reduction kernels."""
+
+    def run(x, w):
+        x, w = leaf(x), leaf(w)
+        out = F.rms_norm(x, (4, 5), w, eps=1e-6)
+        return [out, *grads(out, [t for t in (x, w) if t is not None])]
+
+    x = torch.randn(3, 2, 4, 5).to(dtype)
+    w = (torch.rand(4, 5) + 0.5).to(dtype) if affine else None
+    check(run, x, w, kernels=device_kernels, **tolerance(dtype))
+
+    def module(x):
+        m = torch.nn.RMSNorm(5, device=x.device, dtype=x.dtype)
+        out = m(x)
+        (out * out).sum().backward()
+        return [out, m.weight.grad]
+
+    check(module, x, kernels=device_kernels, **tolerance(dtype))
 
 
 def test_declines_to_the_fallback(device_kernels) -> None:
     """What the kernels do not take (float64) runs through the fallback, with torch's results."""
     x = torch.randn(4, 3, 5, dtype=torch.float64)
     for training in (True, False):
-        check(batch_norm_step, x, None, None, torch.zeros(3, dtype=torch.float64),
-              torch.ones(3, dtype=torch.float64), training, kernels=device_kernels,
-              fallbacks=("aten::native_batch_norm", "aten::native_batch_norm_backward"))
-    check(lambda x: F.group_norm(x, 3), x, kernels=device_kernels,
-          fallbacks=("aten::native_group_norm",))
+        check(
+            batch_norm_step,
+            x,
+            None,
+            None,
+            torch.zeros(3, dtype=torch.float64),
+            torch.ones(3, dtype=torch.float64),
+            training,
+            kernels=device_kernels,
+            fallbacks=("aten::native_batch_norm", "aten::native_batch_norm_backward"),
+        )
+    check(
+        lambda x: F.group_norm(x, 3),
+        x,
+        kernels=device_kernels,
+        fallbacks=("aten::native_group_norm",),
+    )

@@ -138,7 +138,8 @@ void merge(uint k) {
   vec3 v = vec3(0.0);
   for (uint c = 0u; c < pc.chunks; ++c) {
     uint p = k * pc.chunks + c;
-    v = welford(v, vec3(ld6f(DT_F32, p * 3u), ld6f(DT_F32, p * 3u + 1u), ld6f(DT_F32, p * 3u + 2u)));
+    vec3 b = vec3(ld6f(DT_F32, p * 3u), ld6f(DT_F32, p * 3u + 1u), ld6f(DT_F32, p * 3u + 2u));
+    v = welford(v, b);
   }
   float var = v.z / v.x;
   st2f(DTS, k, v.y);

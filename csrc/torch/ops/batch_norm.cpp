@@ -64,10 +64,9 @@ bool span_fits(const at::Tensor& t) {
 // channel has at most kMaxChunks of them.
 void set_chunks(bn::Push& p) {
   const uint64_t count = p.count;
-  const uint64_t each = std::max<uint64_t>((count + bn::LOCAL * kMaxChunks - 1) /
-                                               (bn::LOCAL * kMaxChunks),
-                                           std::min<uint64_t>(64, (count + bn::LOCAL - 1) /
-                                                                      bn::LOCAL));
+  const uint64_t each =
+      std::max<uint64_t>((count + bn::LOCAL * kMaxChunks - 1) / (bn::LOCAL * kMaxChunks),
+                         std::min<uint64_t>(64, (count + bn::LOCAL - 1) / bn::LOCAL));
   p.chunk = static_cast<uint32_t>(bn::LOCAL * std::max<uint64_t>(each, 1));
   p.chunks = static_cast<uint32_t>((count + p.chunk - 1) / p.chunk);
 }
@@ -81,7 +80,8 @@ std::optional<Geometry> geometry(const std::array<at::Tensor, 3>& ts, int64_t cd
   for (int64_t d = x.dim() - 1; d >= 0; --d) {
     if (d == cdim || x.size(d) == 1) continue;
     bool merge = !sizes.empty();
-    for (size_t i = 0; i < 3 && merge; ++i) merge = ts[i].stride(d) == strides.back()[i] * sizes.back();
+    for (size_t i = 0; i < 3 && merge; ++i)
+      merge = ts[i].stride(d) == strides.back()[i] * sizes.back();
     if (merge) {
       sizes.back() *= x.size(d);
       continue;
@@ -136,8 +136,8 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
 [[nodiscard]] bool channel_stats(const Geometry& g, const at::Tensor& x, const at::Tensor& mean,
                                  const at::Tensor& invstd, const at::Tensor& rm,
                                  const at::Tensor& rv, uint32_t gn = 0) {
-  const at::Tensor part = at::empty({int64_t(g.push.channels) * g.push.chunks * 3},
-                                    x.options().dtype(at::kFloat));
+  const at::Tensor part =
+      at::empty({int64_t(g.push.channels) * g.push.chunks * 3}, x.options().dtype(at::kFloat));
   Launch s = launch(bn::OP_STATS, g, x, gn);
   s.arg(part, true);
   for (int i = 1; i < 8; ++i) s.arg(x, false);
@@ -154,8 +154,8 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
 
 // APPLY: out from x and the statistics (s: invstd, or the variance where var).
 [[nodiscard]] bool apply(const Geometry& g, const at::Tensor& out, const at::Tensor& x,
-                         const at::Tensor& mean, const at::Tensor& s, bool var,
-                         const at::Tensor& w, const at::Tensor& b, uint32_t gn = 0) {
+                         const at::Tensor& mean, const at::Tensor& s, bool var, const at::Tensor& w,
+                         const at::Tensor& b, uint32_t gn = 0) {
   Launch l = launch(bn::OP_APPLY, g, x, gn);
   l.arg(out, true).arg(x, false);
   stats(l, mean, s, var);
@@ -170,8 +170,8 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
                              const at::Tensor& dy, const at::Tensor& mean, const at::Tensor& s,
                              bool var, const at::Tensor& w, const at::Tensor& dw,
                              const at::Tensor& db, uint32_t gn = 0) {
-  const at::Tensor part = at::empty({int64_t(g.push.channels) * g.push.chunks * 2},
-                                    x.options().dtype(at::kFloat));
+  const at::Tensor part =
+      at::empty({int64_t(g.push.channels) * g.push.chunks * 2}, x.options().dtype(at::kFloat));
   Launch p = launch(bn::OP_GRAD_SUMS, g, x, gn);
   p.spec(bn::SPEC_DTG, dt(dy)).arg(part, true).arg(x, false);
   stats(p, mean, s, var);
@@ -213,8 +213,9 @@ at::Tensor value(const std::optional<at::Tensor>& t) {
 // Whether a reduced-precision x meets a float32 parameter (its statistics then float32).
 bool mixed(const at::Tensor& x, std::initializer_list<at::Tensor> ps) {
   if (x.scalar_type() == at::kFloat) return false;
-  return std::any_of(ps.begin(), ps.end(),
-                     [](const at::Tensor& p) { return p.defined() && p.scalar_type() == at::kFloat; });
+  return std::any_of(ps.begin(), ps.end(), [](const at::Tensor& p) {
+    return p.defined() && p.scalar_type() == at::kFloat;
+  });
 }
 
 // A new tensor shaped and laid out as x (its memory format).
@@ -223,8 +224,8 @@ at::Tensor like(const at::Tensor& x) {
 }
 
 // Whether w / b, rm / rv suit x's channels (pairs of one dtype where both defined).
-bool params_ok(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-               const at::Tensor& rm, const at::Tensor& rv) {
+bool params_ok(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& rm,
+               const at::Tensor& rv) {
   const int64_t c = x.size(1);
   if (!per_channel(w, c) || !per_channel(b, c) || !per_channel(rm, c) || !per_channel(rv, c)) {
     return false;
@@ -260,7 +261,8 @@ std::optional<Tensors3> batch_norm(const at::Tensor& x, const std::optional<at::
   }
   const at::Tensor mean = at::empty({x.size(1)}, x.options().dtype(sdt));
   const at::Tensor invstd = at::empty({x.size(1)}, mean.options());
-  if (!channel_stats(*g, x, mean, invstd, rm, rv) || !apply(*g, out, x, mean, invstd, false, w, b)) {
+  if (!channel_stats(*g, x, mean, invstd, rm, rv) ||
+      !apply(*g, out, x, mean, invstd, false, w, b)) {
     return std::nullopt;
   }
   return std::make_tuple(out, mean, invstd);
@@ -278,21 +280,21 @@ std::optional<Tensors3> legit_no_stats(const at::Tensor& x, const std::optional<
   return batch_norm(x, w, b, std::nullopt, std::nullopt, training, momentum, eps);
 }
 
-std::optional<Tensors3> legit_no_training(const at::Tensor& x,
-                                          const std::optional<at::Tensor>& w,
-                                          const std::optional<at::Tensor>& b,
-                                          const at::Tensor& rm, const at::Tensor& rv,
-                                          double momentum, double eps) {
+std::optional<Tensors3> legit_no_training(const at::Tensor& x, const std::optional<at::Tensor>& w,
+                                          const std::optional<at::Tensor>& b, const at::Tensor& rm,
+                                          const at::Tensor& rv, double momentum, double eps) {
   return batch_norm(x, w, b, rm, rv, false, momentum, eps);
 }
 
 // native_batch_norm_backward (grad_out, input, weight?, running_mean?, running_var?,
 // save_mean?, save_invstd?, train, eps, output_mask) -> (dx, dweight, dbias).
-std::optional<Tensors3> batch_norm_backward(
-    const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
-    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
-    bool train, double eps, std::array<bool, 3> mask) {
+std::optional<Tensors3> batch_norm_backward(const at::Tensor& dy, const at::Tensor& x,
+                                            const std::optional<at::Tensor>& weight,
+                                            const std::optional<at::Tensor>& running_mean,
+                                            const std::optional<at::Tensor>& running_var,
+                                            const std::optional<at::Tensor>& save_mean,
+                                            const std::optional<at::Tensor>& save_invstd,
+                                            bool train, double eps, std::array<bool, 3> mask) {
   const at::Tensor w = value(weight);
   const at::Tensor mean = value(train ? save_mean : running_mean);
   const at::Tensor s = value(train ? save_invstd : running_var);
@@ -357,8 +359,8 @@ std::optional<Tensors3> group_norm(const at::Tensor& x, const std::optional<at::
 }
 
 // Group norm's channels c of a contiguous [N, C, HW] x, reduced over (hw, n).
-std::optional<Geometry> group_cols(const at::Tensor& x, const Geometry& rows, int64_t n,
-                                   int64_t c, int64_t hw) {
+std::optional<Geometry> group_cols(const at::Tensor& x, const Geometry& rows, int64_t n, int64_t c,
+                                   int64_t hw) {
   const at::Tensor cols = x.view({n, c, hw});
   std::optional<Geometry> g = geometry({cols, cols, cols}, 1);
   if (!g) return std::nullopt;

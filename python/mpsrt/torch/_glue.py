@@ -64,7 +64,17 @@ def _sources() -> list[Path]:
 
 
 # The op families that launch device kernels: the larger half of the glue's compile time.
-_KERNEL_FAMILIES = ("elementwise", "reduce", "norm", "gemm", "attention", "index", "loss", "optim", "batch_norm")
+_KERNEL_FAMILIES = (
+    "elementwise",
+    "reduce",
+    "norm",
+    "gemm",
+    "attention",
+    "index",
+    "loss",
+    "optim",
+    "batch_norm",
+)
 
 
 def _unity_sources(directory: Path) -> list[Path]:
