@@ -289,6 +289,35 @@ def test_many_chunks(device_kernels) -> None:
     )
 
 
+def test_many_channels(device_kernels) -> None:
+    """More than 65535 channels (batch norm) and (sample, group) rows (group norm): the
+    per-chunk ops' workgroups span two grid dims."""
+    # three samples a channel: some channels' variance is small and their invstd large, which
+    # scales the rounding errors of the sums (taken in another order than the CPU's)
+    x = torch.randn(3, 70000)
+    w, b = torch.rand(70000) + 0.5, torch.randn(70000)
+    check(
+        batch_norm_step,
+        x,
+        w,
+        b,
+        torch.zeros(70000),
+        torch.ones(70000),
+        True,
+        kernels=device_kernels,
+        atol=5e-4,
+        rtol=1e-3,
+    )
+
+    def group(x):
+        x = leaf(x)
+        out = F.group_norm(x, 32)
+        return [out, *grads(out, [x])]
+
+    x = torch.randn(2100, 64, 4) * 2  # 67200 rows of 8 elements
+    check(group, x, kernels=device_kernels, **tolerance(torch.float32, atol=1e-4))
+
+
 def test_legit_forms(device_kernels) -> None:
     """_native_batch_norm_legit (with running statistics and .no_stats) and
     _native_batch_norm_legit_no_training, as export and compile reach them."""

@@ -3,7 +3,8 @@
 // coalescing, innermost first, strided: any layout, channels-last too), for operand a (0: x,
 // 1: dy, 2: out / dx). Float32 math and statistics; x / dy / out float32, float16 or bfloat16.
 //   STATS:      per (channel, chunk of `chunk` elements): Welford (count, mean, M2), float32
-//               partials [channel][chunk][3]; a workgroup per (chunk, channel), tree merge.
+//               partials [channel][chunk][3]; a workgroup per (chunk, channel), tree merge
+//               (workgroup x: the chunk; y and z: the channel, z * groups in y + y).
 //   MERGE:      per channel (an invocation): the partials merged (Welford) -> mean, invstd =
 //               1 / sqrt(var + eps) (biased var); running stats (HAS_RUN) updated in place:
 //               r = momentum * stat + (1 - momentum) * r, the variance unbiased (M2 / (n - 1)).
@@ -100,7 +101,8 @@ vec3 group_merge(vec3 v, uint lid, bool sums) {
 
 // STATS and GRAD_SUMS: a workgroup per (chunk, channel) (uniform: barriers in uniform flow).
 void chunk_op(uint lid) {
-  uint c = gl_WorkGroupID.x, k = gl_WorkGroupID.y;
+  uint c = gl_WorkGroupID.x, k = gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y;
+  if (k >= pc.channels) return;  // the whole workgroup (uniform)
   uint lo = c * pc.chunk, hi = min(pc.count, lo + pc.chunk);
   vec3 v = vec3(0.0);
   bool grad = OP == OP_GRAD_SUMS;

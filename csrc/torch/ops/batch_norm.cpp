@@ -10,7 +10,7 @@
 //   input; the weight's and bias's gradients over (hw, sample) per channel.
 // Float32, float16 and bfloat16 inputs (float32 math and statistics); parameters and running
 // statistics of a float dtype (float32 beside a reduced input, as torch's mixed type). What a
-// kernel does not take (other dtypes, more than 65535 channels or 2^32 elements, a layout
+// kernel does not take (other dtypes, 2^32 elements or more, a layout
 // whose reduction dims do not coalesce to 3) declines to the fallback.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -74,7 +74,7 @@ void set_chunks(bn::Push& p) {
 std::optional<Geometry> geometry(const std::array<at::Tensor, 3>& ts, int64_t cdim) {
   const at::Tensor& x = ts[0];
   const int64_t channels = x.size(cdim);
-  if (x.numel() == 0 || channels > 65535 || !fits<uint32_t>(x.numel())) return std::nullopt;
+  if (x.numel() == 0 || !fits<uint32_t>(x.numel())) return std::nullopt;
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, 3>> strides;
   for (int64_t d = x.dim() - 1; d >= 0; --d) {
@@ -115,6 +115,12 @@ Launch launch(uint32_t op, const Geometry& g, const at::Tensor& x, uint32_t gn =
   return l;
 }
 
+// The per-chunk ops' workgroups: x the chunk, y and z the channel (z * y's count + y).
+void chunk_groups(Launch& l, const Geometry& g) {
+  const uint32_t y = std::min<uint32_t>(g.push.channels, 65535);
+  l.groups(g.push.chunks, y, (g.push.channels + y - 1) / y);
+}
+
 // The statistics' arguments (2, 3) and dtype: mean and invstd, or mean and variance (var).
 void stats(Launch& l, const at::Tensor& mean, const at::Tensor& s, bool var) {
   l.spec(bn::SPEC_DTS, dt(mean)).spec(bn::SPEC_VAR, var ? 1 : 0);
@@ -141,7 +147,7 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
   Launch s = launch(bn::OP_STATS, g, x, gn);
   s.arg(part, true);
   for (int i = 1; i < 8; ++i) s.arg(x, false);
-  s.groups(g.push.chunks, g.push.channels);
+  chunk_groups(s, g);
   if (!s.run()) return false;
   Launch m = launch(bn::OP_MERGE, g, x, gn);
   m.spec(bn::SPEC_DTS, dt(mean)).spec(bn::SPEC_HAS_RUN, rm.defined() ? 1 : 0);
@@ -149,7 +155,7 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
   m.arg(part, false).arg(part, false).arg(mean, true).arg(invstd, true);
   m.arg(rm.defined() ? rm : mean, rm.defined()).arg(rv.defined() ? rv : mean, rv.defined());
   m.arg(part, false).arg(part, false);
-  return m.grid(g.push.channels, 64).run();
+  return m.grid(g.push.channels, bn::LOCAL).run();
 }
 
 // APPLY: out from x and the statistics (s: invstd, or the variance where var).
@@ -176,14 +182,15 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
   p.spec(bn::SPEC_DTG, dt(dy)).arg(part, true).arg(x, false);
   stats(p, mean, s, var);
   params(p, w, at::Tensor(), x, false);
-  p.arg(dy, false).arg(x, false).groups(g.push.chunks, g.push.channels);
+  p.arg(dy, false).arg(x, false);
+  chunk_groups(p, g);
   if (!p.run()) return false;
   Launch m = launch(bn::OP_GRAD_MERGE, g, x, gn);
   m.arg(part, false).arg(part, false);
   stats(m, mean, s, var);
   params(m, dw, db, part, true);
   m.arg(part, false).arg(sums, true);
-  return m.grid(g.push.channels, 64).run();
+  return m.grid(g.push.channels, bn::LOCAL).run();
 }
 
 // GRAD_APPLY: dx (train: with the sums; else dy * invstd * w).
