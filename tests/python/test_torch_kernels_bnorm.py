@@ -349,6 +349,40 @@ def test_legit_forms(device_kernels) -> None:
     )
 
 
+def test_reserve_forms(device_kernels) -> None:
+    """_batch_norm_with_update, _batch_norm_no_update (with an empty reserve) and
+    batch_norm_backward, as torch.export's graphs call them."""
+    x, w, b = torch.randn(4, 3, 6), torch.rand(3) + 0.5, torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    aten = torch.ops.aten
+
+    def update(x, w, b, rm, rv):
+        rm, rv = rm.clone(), rv.clone()
+        return [*aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5), rm, rv]
+
+    check(update, x, w, b, rm, rv, kernels=device_kernels, **tolerance(torch.float32))
+    check(
+        lambda *a: aten._batch_norm_no_update(*a, 0.1, 1e-5)[0],
+        x,
+        w,
+        b,
+        rm,
+        rv,
+        kernels=device_kernels,
+        **tolerance(torch.float32),
+    )
+    dy = torch.randn(4, 3, 6)
+
+    def backward(dy, x, w, rm, rv):
+        _, sm, si, reserve = aten._batch_norm_with_update(
+            x, w, None, rm.clone(), rv.clone(), 0.1, 1e-5
+        )
+        mask = [True, True, True]
+        return aten.batch_norm_backward(dy, x, w, rm, rv, sm, si, True, 1e-5, mask, reserve)
+
+    check(backward, dy, x, w, rm, rv, kernels=device_kernels, **tolerance(torch.float32))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, *REDUCED])
 @pytest.mark.parametrize("affine", [True, False])
 def test_rms_norm(memory, device_kernels, dtype, affine) -> None:

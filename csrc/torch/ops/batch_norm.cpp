@@ -1,11 +1,12 @@
 // Batch norm and group norm on mpsrt's batch_norm kernel (csrc/kernels/norm/batch_norm.comp),
 // forward and backward:
-//   native_batch_norm, _native_batch_norm_legit (+ .no_stats, _no_training): training takes
+//   native_batch_norm, _native_batch_norm_legit (+ .no_stats, _no_training),
+//   _batch_norm_with_update / _batch_norm_no_update (their reserve empty): training takes
 //   Welford partials per (channel, chunk), a merge that writes save_mean / save_invstd and
 //   updates the running statistics in place, then the elementwise apply; eval applies the
 //   running statistics. Any layout (strided: channels-last too).
-//   native_batch_norm_backward: per-channel sums of dy and dy * (x - mean) in two passes, then
-//   the elementwise dx; dweight, dbias from the sums.
+//   native_batch_norm_backward (and batch_norm_backward, `update` as train): per-channel sums of dy
+//   and dy * (x - mean) in two passes, then the elementwise dx; dweight, dbias from the sums.
 //   native_group_norm (+ backward): the same ops over the (sample, group) rows of a contiguous
 //   input; the weight's and bias's gradients over (hw, sample) per channel.
 // Float32, float16 and bfloat16 inputs (float32 math and statistics); parameters and running
@@ -16,8 +17,11 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <ATen/ops/_batch_norm_no_update_ops.h>
+#include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_no_training_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_group_norm_backward_ops.h>
@@ -325,6 +329,41 @@ std::optional<Tensors3> batch_norm_backward(const at::Tensor& dy, const at::Tens
   return std::make_tuple(dx, dw, db);
 }
 
+using Tensors4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// The forms with a reserve (empty: no library keeps state between forward and backward).
+std::optional<Tensors4> with_reserve(const std::optional<Tensors3>& r, const at::Tensor& x) {
+  if (!r) return std::nullopt;
+  const auto& [out, mean, invstd] = *r;
+  return std::make_tuple(out, mean, invstd, at::empty({0}, x.options().dtype(at::kByte)));
+}
+
+std::optional<Tensors4> with_update(const at::Tensor& x, const std::optional<at::Tensor>& w,
+                                    const std::optional<at::Tensor>& b, const at::Tensor& rm,
+                                    const at::Tensor& rv, double momentum, double eps) {
+  return with_reserve(batch_norm(x, w, b, rm, rv, true, momentum, eps), x);
+}
+
+std::optional<Tensors4> no_update(const at::Tensor& x, const std::optional<at::Tensor>& w,
+                                  const std::optional<at::Tensor>& b,
+                                  const std::optional<at::Tensor>& rm,
+                                  const std::optional<at::Tensor>& rv, double momentum,
+                                  double eps) {
+  return with_reserve(batch_norm(x, w, b, rm, rv, false, momentum, eps), x);
+}
+
+// batch_norm_backward (grad_out, input, weight, running_mean?, running_var?, save_mean?,
+// save_var?, update, eps, output_mask, reserve): native_batch_norm_backward with train = update.
+std::optional<Tensors3> reserve_backward(const at::Tensor& dy, const at::Tensor& x,
+                                         const at::Tensor& w, const std::optional<at::Tensor>& rm,
+                                         const std::optional<at::Tensor>& rv,
+                                         const std::optional<at::Tensor>& sm,
+                                         const std::optional<at::Tensor>& sv, bool update,
+                                         double eps, std::array<bool, 3> mask,
+                                         const at::Tensor& /*reserve*/) {
+  return batch_norm_backward(dy, x, w, rm, rv, sm, sv, update, eps, mask);
+}
+
 // ---------------------------------------------------------------- group norm
 
 // The (sample, group) rows of a contiguous [N, C, HW] x: N * G channels of D * HW elements.
@@ -423,6 +462,9 @@ void register_ops(torch::Library& m) {
   reg<A::_native_batch_norm_legit_no_stats, &legit_no_stats>(m);
   reg<A::_native_batch_norm_legit_no_training, &legit_no_training>(m);
   reg<A::native_batch_norm_backward, &batch_norm_backward>(m);
+  reg<A::_batch_norm_with_update, &with_update>(m);
+  reg<A::_batch_norm_no_update, &no_update>(m);
+  reg<A::batch_norm_backward, &reserve_backward>(m);
   reg<A::native_group_norm, &group_norm>(m);
   reg<A::native_group_norm_backward, &group_norm_backward>(m);
 }
