@@ -78,6 +78,7 @@ _KERNEL_FAMILIES = (
     "scan",
     "sort",
     "conv",
+    "batch_norm",
 )
 
 
