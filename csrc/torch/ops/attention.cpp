@@ -640,8 +640,9 @@ void register_attention(torch::Library& m) {
   // get the same answer instead of the CPU's through the fallback). It and the fused-attention
   // pair never decline: they always run here.
   reg<A::_fused_sdp_choice, &sdp_choice>(m);
-  reg<A::_scaled_dot_product_fused_attention_overrideable, &fused_attention>(m);
-  reg<A::_scaled_dot_product_fused_attention_overrideable_backward, &fused_attention_backward>(m);
+  reg_listed<A::_scaled_dot_product_fused_attention_overrideable, &fused_attention>(m);
+  reg_listed<A::_scaled_dot_product_fused_attention_overrideable_backward,
+             &fused_attention_backward>(m);
 }
 
 }  // namespace

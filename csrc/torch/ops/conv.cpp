@@ -490,7 +490,7 @@ Grads backward(const at::Tensor& grad_output, const at::Tensor& input, const at:
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   namespace c = mpsrt::torch_glue::ops::conv;
-  using mpsrt::torch_glue::ops::reg;
-  reg<at::_ops::convolution_overrideable, &c::forward>(m);
-  reg<at::_ops::convolution_backward_overrideable, &c::backward>(m);
+  using mpsrt::torch_glue::ops::reg_listed;
+  reg_listed<at::_ops::convolution_overrideable, &c::forward>(m);
+  reg_listed<at::_ops::convolution_backward_overrideable, &c::backward>(m);
 }

@@ -422,4 +422,14 @@ void reg(torch::Library& m) {
   detail::reg_entry<Op, K, P>(m);
 }
 
+// An op whose kernel never declines (it takes its own CPU path where the device runs no
+// kernels or a call does not fit them: the convolutions, the fused attention pair) and launches
+// mpsrt's kernels where the device runs them: registered as reg() does, and listed among the
+// ops with kernels (kernel_ops(): torch.mpsrt.kernel_ops(), the op table).
+template <class Op, auto K>
+void reg_listed(torch::Library& m) {
+  detail::note_kernel(Op::name, Op::overload_name);
+  reg<Op, K>(m);
+}
+
 }  // namespace mpsrt::torch_glue::ops

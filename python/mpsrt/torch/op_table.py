@@ -47,7 +47,7 @@ def families(sources: Path | None = None) -> dict[str, str]:
     """at::_ops struct name -> the glue file (its stem) that names it, over csrc/torch/ops."""
     out: dict[str, str] = {}
     for path in sorted((sources or _glue._CSRC / "ops").glob("*.cpp")):
-        for name in re.findall(r"\bA::(\w+)", path.read_text()):
+        for name in re.findall(r"(?:\bA|\bat::_ops)::(\w+)", path.read_text()):
             out.setdefault(name, path.stem)
     return out
 
