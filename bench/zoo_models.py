@@ -110,7 +110,10 @@ def _classifier(name: str, model: Any, inputs: Any, classes: int, optimizer: str
 
 def _resnet18(size: str) -> Zoo:
     tv = import_torchvision()
-    batch, side = (2, 64) if size == "test" else (2, 128)
+    # Batch 4: at 64 x 64 the last stage is 2 x 2, so its BatchNorms normalise batch x 4 values a
+    # channel; with 2 samples (8 values) float32 rounding alone flips ReLUs there between any two
+    # implementations, and one flip changes the gradients of every earlier layer.
+    batch, side = (4, 64) if size == "test" else (2, 128)
     model = tv.models.resnet18(num_classes=10)
     return _classifier("resnet18", model, _torch().randn(batch, 3, side, side), 10, "sgd")
 
