@@ -227,6 +227,18 @@ def _gpt2(size: str) -> Zoo:
     )
 
 
+def _language_model(name: str, model: Any, vocab: int, batch: int, seq: int) -> Zoo:
+    """A token model whose inputs are their own labels (masked or causal LM), trained by AdamW."""
+    return Zoo(
+        name,
+        model,
+        _token_ids(vocab, batch, seq),
+        lambda m, x: m(x).logits,
+        lambda m, x: m(x, labels=x).loss,
+        "adamw",
+    )
+
+
 def _bert(size: str) -> Zoo:
     tf = import_transformers()
     layers, width, vocab, batch, seq = (
@@ -243,14 +255,7 @@ def _bert(size: str) -> Zoo:
         attention_probs_dropout_prob=0.0,
     )
     model = tf.BertForMaskedLM(cfg)
-    return Zoo(
-        "bert",
-        model,
-        _token_ids(vocab, batch, seq),
-        lambda m, x: m(x).logits,
-        lambda m, x: m(x, labels=x).loss,
-        "adamw",
-    )
+    return _language_model("bert", model, vocab, batch, seq)
 
 
 def _llama(size: str) -> Zoo:
@@ -274,14 +279,7 @@ def _llama(size: str) -> Zoo:
         pad_token_id=0,
     )
     model = tf.LlamaForCausalLM(cfg)
-    return Zoo(
-        "llama",
-        model,
-        _token_ids(vocab, batch, seq),
-        lambda m, x: m(x).logits,
-        lambda m, x: m(x, labels=x).loss,
-        "adamw",
-    )
+    return _language_model("llama", model, vocab, batch, seq)
 
 
 def _t5(size: str) -> Zoo:

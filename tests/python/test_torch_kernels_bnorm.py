@@ -3,7 +3,8 @@
 results: outputs, saved statistics, running statistics after a step and gradients through
 autograd, for 1d / 2d / 3d inputs, channels-last, eval and train, with and without affine
 parameters, float32 / float16 / bfloat16 (and half inputs with float32 parameters), in the run's
-memory model and in discrete memory; each asserting that no op ran through the fallback."""
+memory model (CI runs the suite again in discrete memory; a module's training step here runs in
+both); each asserting that no op ran through the fallback."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ REDUCED = (torch.float16, torch.bfloat16)
 
 
 @pytest.fixture(params=["as_run", "discrete"])
-def memory(request: pytest.FixtureRequest, runtime_env, device_kernels: bool):
+def both_memories(request: pytest.FixtureRequest, runtime_env, device_kernels: bool):
     """The run's memory model, or MPSRT_VULKAN_MEMORY=discrete (vulkan's discrete model)."""
     if request.param == "as_run":
         yield request.param
@@ -71,7 +72,7 @@ SHAPES = {
 @pytest.mark.parametrize("dtype", [torch.float32, *REDUCED])
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("training", [True, False])
-def test_batch_norm(memory, device_kernels, shape, dtype, affine, training) -> None:
+def test_batch_norm(device_kernels, shape, dtype, affine, training) -> None:
     c = shape[1]
     x = (torch.randn(shape) * 2 + 0.5).to(dtype)
     w = torch.rand(c).to(dtype) + 0.5 if affine else None
@@ -82,7 +83,7 @@ def test_batch_norm(memory, device_kernels, shape, dtype, affine, training) -> N
 
 @pytest.mark.parametrize("shape", [(3, 4, 5, 6), (2, 3, 3, 4, 5)], ids=["2d", "3d"])
 @pytest.mark.parametrize("training", [True, False])
-def test_batch_norm_channels_last(memory, device_kernels, shape, training) -> None:
+def test_batch_norm_channels_last(device_kernels, shape, training) -> None:
     fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
     x = torch.randn(shape).contiguous(memory_format=fmt)
     c = shape[1]
@@ -159,7 +160,7 @@ def test_native_batch_norm_saved_stats(device_kernels, dtype) -> None:
             check(bwd, dy, x, w, rm, rv, kernels=device_kernels, **tolerance(dtype))
 
 
-def test_batch_norm_module_training_step(memory, device_kernels) -> None:
+def test_batch_norm_module_training_step(both_memories, device_kernels) -> None:
     """nn.BatchNorm2d in training: the running statistics and num_batches_tracked after two
     steps (num_batches_tracked's add_ runs on the device too), then eval."""
 
@@ -186,7 +187,7 @@ def test_batch_norm_module_training_step(memory, device_kernels) -> None:
 
 @pytest.mark.parametrize("running", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_instance_norm(memory, device_kernels, running, dtype) -> None:
+def test_instance_norm(device_kernels, running, dtype) -> None:
     def run(x, w, b, rm, rv):
         x, w, b = leaf(x), leaf(w), leaf(b)
         rm, rv = rm.clone(), rv.clone()
@@ -219,7 +220,7 @@ def test_instance_norm(memory, device_kernels, running, dtype) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, *REDUCED])
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("shape", [(3, 6, 4, 5), (2, 6, 7), (4, 6)], ids=["2d", "1d", "0d"])
-def test_group_norm(memory, device_kernels, groups, dtype, affine, shape) -> None:
+def test_group_norm(device_kernels, groups, dtype, affine, shape) -> None:
     def run(x, w, b):
         x, w, b = leaf(x), leaf(w), leaf(b)
         out = F.group_norm(x, groups, w, b, eps=1e-4)
@@ -385,7 +386,7 @@ def test_reserve_forms(device_kernels) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, *REDUCED])
 @pytest.mark.parametrize("affine", [True, False])
-def test_rms_norm(memory, device_kernels, dtype, affine) -> None:
+def test_rms_norm(device_kernels, dtype, affine) -> None:
     """F.rms_norm and nn.RMSNorm: composite in torch on this device (no fused op reaches it):
     forward and backward run on the device's elementwise and reduction kernels."""
 

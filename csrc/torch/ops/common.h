@@ -93,6 +93,23 @@ inline uint32_t dt(const at::Tensor& t) {
   return static_cast<uint32_t>(dtype_id(t.scalar_type()));
 }
 
+// The unsigned integer dtype of t's width (mpsrt/dtype.h's id), for copies that move bits;
+// -1 for widths no kernel dtype has (complex128).
+inline int64_t bits_dtype(at::ScalarType t) {
+  switch (c10::elementSize(t)) {
+    case 1:
+      return MPSRT_DTYPE_UINT8;
+    case 2:
+      return MPSRT_DTYPE_UINT16;
+    case 4:
+      return MPSRT_DTYPE_UINT32;
+    case 8:
+      return MPSRT_DTYPE_UINT64;
+    default:
+      return -1;
+  }
+}
+
 // A Scalar argument as a wrapped-number tensor (as torch's .Scalar overloads), a tensor as is.
 at::Tensor as_tensor(const at::Tensor& t);
 at::Tensor as_tensor(const c10::Scalar& s);

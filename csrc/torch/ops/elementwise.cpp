@@ -108,20 +108,6 @@ void scalar_bits(const c10::Scalar& v, bool int_math, int32_t* slot) {
   }
 }
 
-// The same dtype as an integer of its width: a copy within one dtype moves bits.
-uint32_t bits_dtype(at::ScalarType t) {
-  switch (c10::elementSize(t)) {
-    case 1:
-      return MPSRT_DTYPE_UINT8;
-    case 2:
-      return MPSRT_DTYPE_UINT16;
-    case 4:
-      return MPSRT_DTYPE_UINT32;
-    default:
-      return MPSRT_DTYPE_UINT64;
-  }
-}
-
 // Binds operand slots 0..3: the iterator's operands; a scalar or absent operand binds the
 // output (never read).
 void bind_operands(Launch& l, at::TensorIteratorBase& iter) {
@@ -151,7 +137,7 @@ bool fill_operands(at::TensorIteratorBase& iter, const EwOptions& o, bool bitwis
     }
     const int id = dtype_id(iter.dtype(i));
     if (id < 0 || (iter.dtype(i) == at::kDouble && !bitwise)) return false;
-    dts[i] = bitwise ? bits_dtype(iter.dtype(i)) : static_cast<uint32_t>(id);
+    dts[i] = static_cast<uint32_t>(bitwise ? bits_dtype(iter.dtype(i)) : id);
     const int64_t es = static_cast<int64_t>(iter.element_size(i));
     for (int k = 0; k < iter.ndim(); ++k) {
       const std::optional<int32_t> st = narrow<int32_t>(iter.strides(i)[k] / es);

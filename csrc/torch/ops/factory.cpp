@@ -43,22 +43,6 @@ struct Geometry {
   int64_t in[3] = {0, 0, 0};
 };
 
-// The same dtype as an integer of its width (the copies move bits); -1 for other widths.
-int64_t bits_dtype(at::ScalarType t) {
-  switch (c10::elementSize(t)) {
-    case 1:
-      return MPSRT_DTYPE_UINT8;
-    case 2:
-      return MPSRT_DTYPE_UINT16;
-    case 4:
-      return MPSRT_DTYPE_UINT32;
-    case 8:
-      return MPSRT_DTYPE_UINT64;
-    default:
-      return -1;
-  }
-}
-
 // g into the push block; false where it does not fit the kernel's 32-bit fields (the element
 // count stays below 2^31: roll adds a row count to a row index).
 bool fill_geometry(const Geometry& g, Push& p) {

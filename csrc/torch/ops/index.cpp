@@ -179,6 +179,21 @@ std::optional<uint32_t> scatter_add_args(const at::Tensor& self, int64_t dim,
   return dt;
 }
 
+// out (self's clone where undefined) holding self's values, for a scatter into it; false where
+// an out= tensor cannot take them (another shape or dtype, or overlapping itself).
+[[nodiscard]] bool start_from_self(at::Tensor& out, const at::Tensor& self) {
+  if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != self.scalar_type() ||
+                        at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
+    return false;
+  }
+  if (!out.defined()) {
+    out = self.clone();
+  } else if (!out.is_same(self)) {
+    out.copy_(self);
+  }
+  return true;
+}
+
 // scatter_add: out = self + the src elements added at the positions index names along dim
 // (functional, out undefined: a copy of self; in place: out is self; out=: out after copying
 // self in).
@@ -192,15 +207,7 @@ struct ScatterAdd {
     const std::optional<uint32_t> dt = scatter_add_args(self, dim, index, src);
     if (!dt) return std::nullopt;
     const at::ScalarType st = self.scalar_type();
-    if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != st ||
-                          at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
-      return std::nullopt;
-    }
-    if (!out.defined()) {
-      out = self.clone();
-    } else if (!out.is_same(self)) {
-      out.copy_(self);
-    }
+    if (!start_from_self(out, self)) return std::nullopt;
     if (index.numel() > 0) {
       const std::optional<Push> g = geometry(index.sizes(), dim, out.strides(), src.strides(),
                                              index.strides(), out.size(dim));
@@ -229,15 +236,7 @@ struct Scatter {
     }
     const std::optional<uint32_t> dt = index_dtype(index, false);
     if (!dt || !data_dtype(self) || src.scalar_type() != self.scalar_type()) return std::nullopt;
-    if (out.defined() && (out.sizes() != self.sizes() || out.scalar_type() != self.scalar_type() ||
-                          at::has_internal_overlap(out) == at::MemOverlap::Yes)) {
-      return std::nullopt;
-    }
-    if (!out.defined()) {
-      out = self.clone();
-    } else if (!out.is_same(self)) {
-      out.copy_(self);
-    }
+    if (!start_from_self(out, self)) return std::nullopt;
     if (index.numel() > 0) {
       const std::vector<int64_t> none(self.dim(), 0);
       const std::optional<Push> g =
