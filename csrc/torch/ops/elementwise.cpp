@@ -260,7 +260,8 @@ std::optional<at::Tensor> direct_binary(at::Tensor& out, const at::Tensor& a, co
   const uint32_t d = dt(a);
   Launch l("elementwise", a.device().index());
   l.spec(SPEC_OP, op).spec(SPEC_NDIM, 1).spec(SPEC_DT0, d).spec(SPEC_DT1, d);
-  l.spec(SPEC_DT2, b_scalar ? MPSRT_DTYPE_FLOAT32 : d).spec(SPEC_DT3, MPSRT_DTYPE_FLOAT32);
+  l.spec(SPEC_DT2, b_scalar ? uint32_t{MPSRT_DTYPE_FLOAT32} : d)
+      .spec(SPEC_DT3, MPSRT_DTYPE_FLOAT32);
   l.spec(SPEC_NIN, alpha != nullptr ? 3 : 2).spec(SPEC_INT_MATH, 0);
   l.spec(SPEC_SCALARS, scalars).spec(SPEC_VARIANT, 0);
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();

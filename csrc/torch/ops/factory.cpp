@@ -67,7 +67,7 @@ bool fill_geometry(const Geometry& g, Push& p) {
   if (dt_out < 0 || !fill_geometry(g, p)) return false;
   if (p.n == 0) return true;
   const int64_t dt_in =
-      op == OP_TRIL || op == OP_TRIU || op == OP_ROLL ? dt_out : MPSRT_DTYPE_UINT8;
+      op == OP_TRIL || op == OP_TRIU || op == OP_ROLL ? dt_out : int64_t{MPSRT_DTYPE_UINT8};
   Launch l("factory", out.device().index());
   l.spec(SPEC_OP, op).spec(SPEC_DT0, static_cast<uint32_t>(dt_out));
   l.spec(SPEC_DT1, static_cast<uint32_t>(dt_in)).spec(SPEC_MATH, math);
