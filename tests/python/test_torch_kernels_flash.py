@@ -102,7 +102,9 @@ def test_forward_backward_head_dims(device_kernels: bool, d: int, causal: bool) 
 
 
 def test_head_dims_large_odd_and_value_dims(device_kernels: bool) -> None:
-    _check(_inputs(1, 2, 2, 9, 13, 256, 256, torch.float32), is_causal=True)
+    # 224: the widest head dim whose tiles fit 32 KiB of shared memory (wider: the math path)
+    _check(_inputs(1, 2, 2, 9, 13, 224, 224, torch.float32), is_causal=True)
+    _check(_inputs(1, 2, 2, 9, 13, 112, 112, torch.float32))  # the widest with 16 rows a group
     _check(_inputs(1, 2, 2, 11, 5, 6, 6, torch.float32))  # not a multiple of 4
     _check(_inputs(2, 1, 1, 17, 13, 64, 32, torch.float32))  # Dv != D
     _check(_inputs(2, 1, 1, 17, 13, 24, 200, torch.float32))

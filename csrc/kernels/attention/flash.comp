@@ -43,8 +43,8 @@ const uint NACC = (D4 + SPLIT - 1u) / SPLIT;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
 
-// A tile's vec4s: ROWS x D4 is at most 16 x 32 (SPLIT 4) or 8 x 64 (SPLIT 8).
-const uint TILE_VEC4 = LOCAL / 8u * MAX_D4;
+// A tile's vec4s: ROWS x D4 (the launch keeps the shared memory within 32 KiB).
+const uint TILE_VEC4 = ROWS * D4;
 shared vec4 sa[TILE_VEC4];  // ROWS x D4: this workgroup's rows (q; k for DKV)
 shared vec4 sb[TILE_VEC4];  // ROWS x D4: dO (DQ); v (DKV)
 shared vec4 tk[TILE_VEC4];  // TILE x D4: the tile's k (q for DKV)

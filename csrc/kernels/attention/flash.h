@@ -29,7 +29,7 @@ MPSRT_SPEC(4, CAUSAL, 0)     // is_causal (top-left: row i sees keys j <= i)
 MPSRT_SPEC(5, DROPOUT, 0)    // dropout on the attention weights (Philox, pc.seed / pc.offset)
 MPSRT_SPEC(6, D4, 16)        // vec4s of the widest head dim (q / k's or v's), the tiles' width
 MPSRT_SPEC(7, BIAS_GRAD, 0)  // OP_DQ also writes dS (the bias's gradient, contiguous float32)
-MPSRT_SPEC(8, SPLIT, 4)      // invocations per row: 4 (D4 <= 32) or 8 (D4 <= 64)
+MPSRT_SPEC(8, SPLIT, 4)      // invocations per row: 4 (D4 <= 28) or 8 (D4 <= 56)
 
 // Push constants: the lengths (Lq | Lk << 16), head dims (D | Dv << 16), heads (Hq | group
 // << 16: query heads per key / value head); strides in elements over (batch, head, row) of q,

@@ -357,8 +357,12 @@ std::optional<Geometry> geometry(const at::Tensor& q, const at::Tensor& k, const
   }
   if (!addressable(q4) || !addressable(k4) || !addressable(v4)) return std::nullopt;
   const int64_t d4 = (std::max(g.d, g.dv) + 3) / 4;
-  g.split = d4 > 32 ? 8 : 4;
+  g.split = d4 > 28 ? 8 : 4;
   g.d4 = static_cast<uint32_t>((d4 + g.split - 1) / g.split * g.split);
+  // The kernel's shared memory (flash.comp: four rows x d4 vec4 tiles, 2.5 KiB more) within
+  // 32 KiB, what every GPU mpsrt runs on offers (lavapipe and Apple's 32, NVIDIA's 48): head
+  // dims up to 112 take 16 rows a workgroup, up to 224 eight; wider ones take the math path.
+  if (4 * g.rows() * g.d4 * 16 + 2560 > 32768) return std::nullopt;
   const int64_t blocks = (std::max(g.lq, g.lk) + g.rows() - 1) / g.rows();
   if (blocks > 65535 || steps(g, blocks, dropout) > kMaxSteps ||
       steps(g, blocks * g.group(), dropout) > kMaxSteps) {
@@ -487,7 +491,7 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   }
   Launch l = flash_launch(fl::OP_FORWARD, *g, q, *mask, is_causal, dropout);
   l.arg(out, true).arg(q4, false).arg(k4, false).arg(v4, false);
-  l.arg(mask->defined() ? *mask : q4, false).arg(lse, true);
+  l.arg(mask->defined() ? *mask : q4, false).arg(lse, true).arg(q4, false).arg(q4, false);
   l.push(p).groups(static_cast<uint32_t>((g->lq + g->rows() - 1) / g->rows()),
                    static_cast<uint32_t>(g->b * g->hq));
   if (!l.run()) return std::nullopt;
@@ -521,7 +525,8 @@ struct Backward {
 
   bool stats(const at::Tensor& st) const {
     Launch l = flash_launch(fl::OP_PRE, g, q4, mask, causal, dropout);
-    l.arg(st, true).arg(lse, false).arg(out, false).arg(dout, false).push(p);
+    l.arg(st, true).arg(lse, false).arg(out, false).arg(dout, false);
+    l.arg(lse, false).arg(lse, false).arg(lse, false).arg(lse, false).push(p);
     l.groups(static_cast<uint32_t>((g.lq + fl::LOCAL - 1) / fl::LOCAL),
              static_cast<uint32_t>(g.b * g.hq));
     return l.run();
