@@ -112,7 +112,17 @@ class GpuQueue : public Queue {
       : submit_name_(submit_name), done_name_(done_name) {}
   ~GpuQueue() override { stop(); }
 
+  // Cost: a recycled command buffer (its storage sized by earlier recordings: no allocation
+  // while recording) under an uncontended lock; a new one while none is recycled.
   std::unique_ptr<backend::CommandBuffer> create_command_buffer() override {
+    {
+      std::lock_guard<std::mutex> lock(recycled_mu_);
+      if (!recycled_.empty()) {
+        std::unique_ptr<CommandBuffer> cb = std::move(recycled_.back());
+        recycled_.pop_back();
+        return cb;
+      }
+    }
     return std::make_unique<CommandBuffer>();
   }
 
@@ -137,6 +147,7 @@ class GpuQueue : public Queue {
         }
       } done{*this};
       run(*c, std::move(on_complete));
+      recycle(std::move(c));
       return;
     }
     if (!submitter_.joinable()) submitter_ = std::thread([this] { submit_loop(); });
@@ -287,12 +298,20 @@ class GpuQueue : public Queue {
       close();
       w.settle();
     }
-    cb.cmds.clear();  // drops what the commands hold before completion is reported
+    cb.reset();  // drops what the commands hold before completion is reported
     q().finish_job(job, std::move(submit_error), after_completion);
   }
 
  private:
   Q& q() { return static_cast<Q&>(*this); }
+
+  // A walked command buffer (empty, its storage kept) for create_command_buffer() to hand out
+  // again; beyond kRecycled of them it is freed.
+  void recycle(std::unique_ptr<CommandBuffer> cb) {
+    cb->reset();
+    std::lock_guard<std::mutex> lock(recycled_mu_);
+    if (recycled_.size() < kRecycled) recycled_.push_back(std::move(cb));
+  }
 
   // One command buffer's walk (the submit thread's or an inline committer's turn).
   void run(CommandBuffer& cb, CompletionFn on_complete) {
@@ -317,7 +336,7 @@ class GpuQueue : public Queue {
         walking_ = true;
       }
       run(*next.first, std::move(next.second));
-      next.first.reset();
+      recycle(std::move(next.first));
       {
         std::lock_guard<std::mutex> lock(mu_);
         walking_ = false;
@@ -414,6 +433,10 @@ class GpuQueue : public Queue {
   const char* done_name_;
 
   uint64_t callbacks_sent_ = 0;  // submit thread only
+
+  static constexpr size_t kRecycled = 4;
+  std::mutex recycled_mu_;
+  std::vector<std::unique_ptr<CommandBuffer>> recycled_;
 
   std::mutex mu_;  // pending_, walking_, stop_, thread start
   std::condition_variable cv_;

@@ -52,7 +52,7 @@ struct RecordedCmd {
   uint64_t* out = nullptr;
   std::function<void()> fn;
   std::unique_ptr<RandomParams> random;  // kRandom only
-  std::unique_ptr<KernelLaunch> launch;  // kDispatch only
+  const KernelLaunch* launch = nullptr;  // kDispatch only: in the recorder's launch arena
 };
 
 /// Records every command of the CommandBuffer interface into `cmds`, in order.
@@ -92,9 +92,11 @@ class Recorder : public CommandBuffer {
     c.random = std::make_unique<RandomParams>(p);
     cmds.push_back(std::move(c));
   }
+  // Cost: a copy of the launch into the arena (no allocation once the arena has grown to the
+  // recording's size: a recycled recorder keeps it).
   void dispatch(const KernelLaunch& k) override {
     Cmd c(Cmd::kDispatch);
-    c.launch = std::make_unique<KernelLaunch>(k);
+    c.launch = launches_.add(k);
     cmds.push_back(std::move(c));
   }
   void timestamp(uint64_t* out) override {
@@ -104,9 +106,36 @@ class Recorder : public CommandBuffer {
   }
   size_t size() const noexcept override { return cmds.size(); }
 
+  /// Drops the commands (and what they hold), keeping the storage for the next recording.
+  void reset() noexcept {
+    cmds.clear();
+    launches_.clear();
+  }
+
   std::vector<Cmd> cmds;
 
  private:
+  // Kernel launches, in chunks whose addresses stay put while more are added (a command points
+  // at its launch); clear() keeps the chunks.
+  class LaunchArena {
+   public:
+    const KernelLaunch* add(const KernelLaunch& k) {
+      const size_t chunk = used_ / kChunk;
+      if (chunk == chunks_.size()) chunks_.push_back(std::make_unique<KernelLaunch[]>(kChunk));
+      KernelLaunch* slot = &chunks_[chunk][used_ % kChunk];
+      *slot = k;
+      ++used_;
+      return slot;
+    }
+    void clear() noexcept { used_ = 0; }
+
+   private:
+    static constexpr size_t kChunk = 32;
+    std::vector<std::unique_ptr<KernelLaunch[]>> chunks_;
+    size_t used_ = 0;
+  };
+  LaunchArena launches_;
+
   void push_event(typename Cmd::Kind k, TimelineEvent& e, uint64_t v) {
     Cmd c(k);
     c.event = &e;

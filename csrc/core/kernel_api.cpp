@@ -69,23 +69,23 @@ void check_launch(const KernelLaunch& k, const backend::DeviceInfo& p, int devic
   }
   for (uint32_t i = 0; i < k.nargs; ++i) {
     const KernelArg& a = k.args[i];
-    const std::string which = "argument " + std::to_string(i);
-    if (a.buffer == nullptr || !a.buffer->defined()) bad_launch(k, which + " has no Buffer");
+    const auto which = [i] { return "argument " + std::to_string(i); };  // errors only
+    if (a.buffer == nullptr || !a.buffer->defined()) bad_launch(k, which() + " has no Buffer");
     a.buffer->check_owner();
     if (a.buffer->device() != device) {
-      bad_launch(k, which + " is on device " + std::to_string(a.buffer->device()) +
+      bad_launch(k, which() + " is on device " + std::to_string(a.buffer->device()) +
                         " but the stream on device " + std::to_string(device));
     }
     if (a.nbytes == 0 || a.offset > a.buffer->nbytes() ||
         a.nbytes > a.buffer->nbytes() - a.offset) {
-      bad_launch(k, which + " spans bytes [" + std::to_string(a.offset) + ", " +
+      bad_launch(k, which() + " spans bytes [" + std::to_string(a.offset) + ", " +
                         std::to_string(a.offset + a.nbytes) + ") of a Buffer of " +
                         std::to_string(a.buffer->nbytes()) +
                         "; it must be a non-empty range "
                         "inside the Buffer");
     }
     if (a.nbytes > p.kernel_arg_bytes) {
-      bad_launch(k, which + " spans " + std::to_string(a.nbytes) + " bytes; the device binds " +
+      bad_launch(k, which() + " spans " + std::to_string(a.nbytes) + " bytes; the device binds " +
                         std::to_string(p.kernel_arg_bytes) + " at most (split the work)");
     }
   }

@@ -27,12 +27,22 @@ namespace mpsrt::torch_glue::ops {
 // computes into `out` (undefined: a new tensor, the core's choice of geometry) and returns the
 // result. The functional form passes an undefined out; the in-place form self as out and as the
 // first input; the out= form its last argument (torch's out= forms take `out` last).
+//
+// A core that computed into a defined `out` may answer in_out() (done, the result is `out`)
+// instead of a copy of `out`: copying a tensor that Python holds costs a reference count round
+// trip on its Python object, under the GIL, on every call of the in-place and out= forms.
+inline std::optional<at::Tensor> in_out() {
+  return at::Tensor();
+}
+
 template <class Core>
 struct Functional {
   template <class... A>
   static std::optional<at::Tensor> run(const A&... a) {
     at::Tensor out;
-    return Core::run(out, a...);
+    std::optional<at::Tensor> r = Core::run(out, a...);
+    if (r && !r->defined()) r = std::move(out);
+    return r;
   }
 };
 

@@ -240,8 +240,10 @@ bool direct_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor
 // given, into out (a new tensor where undefined).
 std::optional<at::Tensor> direct_binary(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                                         uint32_t op, const c10::Scalar* alpha) {
-  at::Tensor result = out.defined() ? out : at::empty(a.sizes(), a.options());
-  if (a.numel() == 0) return result;
+  at::Tensor fresh;
+  if (!out.defined()) fresh = at::empty(a.sizes(), a.options());
+  const at::Tensor& result = out.defined() ? out : fresh;
+  if (a.numel() == 0) return out.defined() ? in_out() : std::optional<at::Tensor>(std::move(fresh));
   const bool b_scalar = is_wrapped_real(b);
   Push push{};
   push.n = static_cast<uint32_t>(a.numel());
@@ -268,7 +270,7 @@ std::optional<at::Tensor> direct_binary(at::Tensor& out, const at::Tensor& a, co
   l.arg_bytes(result, 0, bytes, true).arg_bytes(a, 0, bytes, false);
   l.arg_bytes(b_scalar ? result : b, 0, bytes, false).arg_bytes(result, 0, bytes, false);
   if (!l.push(push).grid(push.n, 256).run()) return std::nullopt;
-  return result;
+  return out.defined() ? in_out() : std::optional<at::Tensor>(std::move(fresh));
 }
 
 // How TensorIterator builds the op: binary_op, binary_float_op, comparison_op.

@@ -126,8 +126,30 @@ int dtype_id(at::ScalarType t) {
   }
 }
 
+namespace {
+
+// The kernel named `name` (the runtime's kernel_index), cached by the name's address: the ops
+// name their kernels with string literals, so after an op's first launch this is one load and a
+// compare, not a search of the names. A slot packs the address (user-space addresses fit 48
+// bits) and the index in one word, so that threads filling slots at once never pair one name's
+// address with another's index.
+int kernel_of(const char* name) {
+  static std::atomic<uint64_t> slots[128];
+  const auto addr = reinterpret_cast<uintptr_t>(name);
+  std::atomic<uint64_t>& slot = slots[(addr >> 3) % 128];
+  const uint64_t seen = slot.load(std::memory_order_relaxed);
+  if (seen >> 16 == addr && addr != 0) return static_cast<int>(seen & 0xffff);
+  const int index = api().kernel_index(name);
+  if (index >= 0 && index <= 0xffff && addr < (uint64_t(1) << 48)) {
+    slot.store(uint64_t(addr) << 16 | uint64_t(index), std::memory_order_relaxed);
+  }
+  return index;
+}
+
+}  // namespace
+
 Launch::Launch(const char* kernel, c10::DeviceIndex device) : device_(device) {
-  l_.kernel = api().kernel_index(kernel);
+  l_.kernel = kernel_of(kernel);
   TORCH_INTERNAL_ASSERT(l_.kernel >= 0, "[torch] mpsrt has no kernel named ", kernel);
   l_.groups[0] = l_.groups[1] = l_.groups[2] = 1;
 }

@@ -74,8 +74,10 @@ std::vector<std::string> kernel_ops();
 
 namespace detail {
 
-// What a call's arguments say: the device of its first mpsrt tensor, and whether the typed host
-// path takes them (every mpsrt tensor host-visible memory of that device, no tensor lists).
+// What a call's arguments say: the device of its first mpsrt tensor; `host` stays true while the
+// typed host path may take them (every mpsrt tensor on that device, no tensor lists). Whether
+// their memory is host-visible too (the host path's other condition) is asked only when no
+// kernel ran (Visible below): a kernel's launch does not pay for it.
 struct Scan {
   c10::DeviceIndex device = -1;
   bool host = true;
@@ -83,7 +85,7 @@ struct Scan {
     if (!t.defined() || !is_mpsrt(t)) return;
     const c10::DeviceIndex d = t.device().index();
     if (device < 0) device = d;
-    host = host && d == device && host_visible(t.storage());
+    host = host && d == device;
   }
   void operator()(const at::Tensor& t) { tensor(t); }
   void operator()(const std::optional<at::Tensor>& t) {
@@ -104,6 +106,18 @@ struct Scan {
   template <class T>
   void operator()(const T& /*not a tensor*/) {}
 };
+
+// Whether an argument's mpsrt memory is host-visible (lists never reach this: Scan::host).
+inline bool visible(const at::Tensor& t) {
+  return !t.defined() || !is_mpsrt(t) || host_visible(t.storage());
+}
+inline bool visible(const std::optional<at::Tensor>& t) {
+  return !t || visible(*t);
+}
+template <class T>
+bool visible(const T& /*not a tensor*/) {
+  return true;
+}
 
 // Whether t, an argument other than self, is on self's storage (the CPU kernel of an in-place op
 // checks overlaps only within one storage object, and an alias is another one).
@@ -250,7 +264,9 @@ struct Entry<Op, K, P, R(A...)> {
         }
       }
       if constexpr (P == HostPath::kTyped) {
-        if (scan.device >= 0 && scan.host && !self_shared(a...)) return host(scan.device, a...);
+        if (scan.device >= 0 && scan.host && (visible(a) && ...) && !self_shared(a...)) {
+          return host(scan.device, a...);
+        }
       }
       return boxed(a...);
     }
@@ -261,8 +277,10 @@ struct Entry<Op, K, P, R(A...)> {
   static R take(G&& r) {
     if constexpr (std::is_void_v<R>) {
       return;
-    } else {
+    } else if constexpr (std::is_reference_v<R>) {
       return *r;
+    } else {
+      return std::move(*r);  // no reference count round trip
     }
   }
 
