@@ -1,13 +1,18 @@
 """The host cost of one op on mpsrt's kernels: what the CPU spends to enqueue it, not the device's
-time. Each sample waits for the device first (untimed), then times `CALLS` calls back to back
-without waiting, so the figure is the time torch's dispatcher, the glue and the runtime take to
-record the op, the device running the earlier ones meanwhile. mpsrt records ops into an open
-command buffer and encodes them into the device's command buffer when it commits (at a
-synchronize, or when the buffer is full): that share, the commit's time divided by the ops it
-carried (a stream's query() commits without waiting), is in the row's note. On lavapipe it is
-the software driver's recording; a GPU driver's is a fraction of it. Cases: a 1-element `add_` (the
-per-op floor), a small convolution, a batch norm in training and an attention call; goals are
-absolute (the host's cost does not depend on the GPU): `add_` <= 1.5 us, the others <= 3 us.
+time. Each sample waits for the device first and makes `WARM` calls (both untimed), then times
+`CALLS` calls back to back without waiting, so the figure is the time torch's dispatcher, the
+glue and the runtime take to record the op. The warm calls matter where the device is software
+on the host's own cores (lavapipe): its run of the previous sample's work evicts the host's
+caches, and the first calls after it measured 0.1-2 ms each (a Python call that does nothing:
+7.5 us), a cost of the device sharing the CPU rather than of enqueueing.
+
+mpsrt records ops into an open command buffer and encodes them into the device's command buffer
+when it commits (at a synchronize, a stream's query(), an event): that share, the commit's time
+divided by the ops it carried (query() commits without waiting), is in the row's note. On
+lavapipe it is the software driver's recording; a GPU driver's is a fraction of it. Cases: a
+1-element `add_` (the per-op floor), a small convolution, a batch norm in training and an
+attention call; goals are absolute (the host's cost does not depend on the GPU): `add_` <= 1.5
+us, the others <= 3 us.
 
 Beside it, on this machine: torch CPU running the same call (computing it: the cost a user of
 the host alone pays), and on a GPU with torch.cuda in the process, torch.cuda's enqueue cost
@@ -25,6 +30,7 @@ from .timing import Row, progress
 
 AREA = "torch"
 CALLS = {False: 200, True: 50}  # calls per sample: few enough not to fill the device's queue
+WARM = 10  # untimed calls after the wait (see above)
 ROUNDS = {False: 30, True: 5}
 GOAL_NS = {"add_": 1500.0}  # the other cases: 3000 ns
 
@@ -62,18 +68,21 @@ def host_ns(
     commit: Callable[[], object] = lambda: None,
 ) -> tuple[float, float]:
     """The medians over samples of the time per call, in ns, of CALLS calls enqueued back to back
-    after the device was waited for (untimed), and of their `commit` (not waiting) per call."""
+    after the device was waited for and WARM calls were made (untimed), and of their `commit`
+    (not waiting) per call enqueued."""
     calls, per, committing = CALLS[quick], [], []
     fn()  # the first call builds pipelines and caches
     for _ in range(ROUNDS[quick]):
         sync()
+        for _ in range(WARM):
+            fn()
         t0 = time.perf_counter_ns()
         for _ in range(calls):
             fn()
         t1 = time.perf_counter_ns()
         commit()
         per.append((t1 - t0) / calls)
-        committing.append((time.perf_counter_ns() - t1) / calls)
+        committing.append((time.perf_counter_ns() - t1) / (calls + WARM))
     sync()
     return statistics.median(per), statistics.median(committing)
 

@@ -17,6 +17,7 @@
 // The fused-attention pair torch leaves to out-of-tree devices (..._overrideable and its
 // backward): on mpsrt's kernels csrc/kernels/attention/flash.comp (see "fused kernels" below);
 // where they decline, the CPU's flash attention ops through the fallback (composite_attention).
+#include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -63,6 +64,7 @@
 #include "device/generator.h"
 #include "device/host_access.h"
 #include "ops/common.h"
+#include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::attention {
 namespace {
@@ -462,6 +464,13 @@ double scale_of(std::optional<double> scale, int64_t d) {
   return scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
 }
 
+// A 0-dim int64 CPU tensor holding v (made without the dispatcher: no fill op).
+at::Tensor cpu_long(int64_t v) {
+  at::Tensor t = at::detail::empty_cpu({}, at::kLong, /*pin_memory=*/false, std::nullopt);
+  *t.mutable_data_ptr<int64_t>() = v;
+  return t;
+}
+
 // _scaled_dot_product_fused_attention_overrideable on the kernel, or nothing (declined).
 std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v,
@@ -475,27 +484,27 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   const std::optional<at::Tensor> mask = mask_view(bias, *g, q.scalar_type());
   if (!mask) return std::nullopt;
   const at::Tensor q4 = as4(q), k4 = as4(k), v4 = as4(v);
-  at::Tensor out =
-      g->dv == g->d ? at::empty_like(q4) : at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
-  if (!addressable(out)) out = at::empty({g->b, g->hq, g->lq, g->dv}, q.options());
-  const at::Tensor lse = at::empty({g->b, g->hq, g->lq}, q.options().dtype(at::kFloat));
+  const c10::Device dev = q.device();
+  const std::array<int64_t, 4> out_shape{g->b, g->hq, g->lq, g->dv};
+  at::Tensor out = g->dv == g->d && !q4.is_contiguous() ? at::empty_like(q4) : at::Tensor();
+  if (!out.defined() || !addressable(out)) out = new_empty(out_shape, q.scalar_type(), dev);
+  const at::Tensor lse = new_empty({g->b, g->hq, g->lq}, at::kFloat, dev);
   fl::Push p = flash_push(*g, q4, k4, v4, *mask, out, scale_of(scale, g->d));
   // Dropout's seed and offset: 0-dim int64 CPU tensors (torch's meta function's shapes).
-  at::Tensor seed_t = at::scalar_tensor(0, q.options().dtype(at::kLong).device(at::kCPU));
-  at::Tensor offset_t = seed_t;
+  at::Tensor seed_t = cpu_long(0), offset_t = seed_t;
   if (dropout) {
     const auto [seed, offset] = reserve_dropout(*g, q.device());
     set_dropout(p, dropout_p, seed, offset);
-    seed_t = at::scalar_tensor(static_cast<int64_t>(seed), seed_t.options());
-    offset_t = at::scalar_tensor(static_cast<int64_t>(offset), seed_t.options());
+    seed_t = cpu_long(static_cast<int64_t>(seed));
+    offset_t = cpu_long(static_cast<int64_t>(offset));
   }
   Launch l = flash_launch(fl::OP_FORWARD, *g, q, *mask, is_causal, dropout);
   l.arg(out, true).arg(q4, false).arg(k4, false).arg(v4, false);
-  l.arg(mask->defined() ? *mask : q4, false).arg(lse, true).arg(q4, false).arg(q4, false);
+  l.arg(mask->defined() ? *mask : q4, false).arg(lse, true).fill_args(1);
   l.push(p).groups(static_cast<uint32_t>((g->lq + g->rows() - 1) / g->rows()),
                    static_cast<uint32_t>(g->b * g->hq));
   if (!l.run()) return std::nullopt;
-  const at::Tensor none = at::empty({0}, q.options().dtype(at::kLong));
+  const at::Tensor none = new_empty({0}, at::kLong, dev);
   return AttentionOut{q.dim() == 3 ? out.squeeze(0) : out,
                       lse,
                       none,
@@ -504,7 +513,7 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
                       k.sym_size(-2),
                       seed_t,
                       offset_t,
-                      at::empty({0}, q.options())};
+                      new_empty({0}, q.scalar_type(), dev)};
 }
 
 AttentionOut fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -525,8 +534,7 @@ struct Backward {
 
   bool stats(const at::Tensor& st) const {
     Launch l = flash_launch(fl::OP_PRE, g, q4, mask, causal, dropout);
-    l.arg(st, true).arg(lse, false).arg(out, false).arg(dout, false);
-    l.arg(lse, false).arg(lse, false).arg(lse, false).arg(lse, false).push(p);
+    l.arg(st, true).arg(lse, false).arg(out, false).arg(dout, false).fill_args(1).push(p);
     l.groups(static_cast<uint32_t>((g.lq + fl::LOCAL - 1) / fl::LOCAL),
              static_cast<uint32_t>(g.b * g.hq));
     return l.run();

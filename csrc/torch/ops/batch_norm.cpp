@@ -35,6 +35,7 @@
 
 #include "norm/batch_norm.h"
 #include "ops/common.h"
+#include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::batch_norm {
 namespace {
@@ -79,27 +80,29 @@ std::optional<Geometry> geometry(const std::array<at::Tensor, 3>& ts, int64_t cd
   const at::Tensor& x = ts[0];
   const int64_t channels = x.size(cdim);
   if (x.numel() == 0 || !fits<uint32_t>(x.numel())) return std::nullopt;
-  std::vector<int64_t> sizes;
-  std::vector<std::array<int64_t, 3>> strides;
+  // The reduced dims, innermost first, merged where every tensor's strides allow: at most 3.
+  std::array<int64_t, 3> sizes{};
+  std::array<std::array<int64_t, 3>, 3> strides{};
+  size_t n = 0;
   for (int64_t d = x.dim() - 1; d >= 0; --d) {
     if (d == cdim || x.size(d) == 1) continue;
-    bool merge = !sizes.empty();
+    bool merge = n > 0;
     for (size_t i = 0; i < 3 && merge; ++i)
-      merge = ts[i].stride(d) == strides.back()[i] * sizes.back();
+      merge = ts[i].stride(d) == strides[n - 1][i] * sizes[n - 1];
     if (merge) {
-      sizes.back() *= x.size(d);
+      sizes[n - 1] *= x.size(d);
       continue;
     }
-    sizes.push_back(x.size(d));
-    strides.push_back({ts[0].stride(d), ts[1].stride(d), ts[2].stride(d)});
+    if (n == 3) return std::nullopt;
+    sizes[n] = x.size(d);
+    strides[n++] = {ts[0].stride(d), ts[1].stride(d), ts[2].stride(d)};
   }
-  if (sizes.size() > 3) return std::nullopt;
   Geometry g;
-  g.rdim = static_cast<uint32_t>(std::max<size_t>(sizes.size(), 1));
+  g.rdim = static_cast<uint32_t>(std::max<size_t>(n, 1));
   g.push.channels = static_cast<uint32_t>(channels);
   g.push.count = static_cast<uint32_t>(x.numel() / channels);
   std::fill_n(g.push.rsize, 3, 1u);
-  for (size_t k = 0; k < sizes.size(); ++k) {
+  for (size_t k = 0; k < n; ++k) {
     g.push.rsize[k] = static_cast<uint32_t>(sizes[k]);
     for (size_t i = 0; i < 3; ++i) g.push.rstride[i * 3 + k] = static_cast<uint32_t>(strides[k][i]);
   }
@@ -147,10 +150,9 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
                                  const at::Tensor& invstd, const at::Tensor& rm,
                                  const at::Tensor& rv, uint32_t gn = 0) {
   const at::Tensor part =
-      at::empty({int64_t(g.push.channels) * g.push.chunks * 3}, x.options().dtype(at::kFloat));
+      new_empty({int64_t(g.push.channels) * g.push.chunks * 3}, at::kFloat, x.device());
   Launch s = launch(bn::OP_STATS, g, x, gn);
-  s.arg(part, true);
-  for (int i = 1; i < 8; ++i) s.arg(x, false);
+  s.arg(part, true).arg(x, false).fill_args(1);
   chunk_groups(s, g);
   if (!s.run()) return false;
   Launch m = launch(bn::OP_MERGE, g, x, gn);
@@ -181,7 +183,7 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
                              bool var, const at::Tensor& w, const at::Tensor& dw,
                              const at::Tensor& db, uint32_t gn = 0) {
   const at::Tensor part =
-      at::empty({int64_t(g.push.channels) * g.push.chunks * 2}, x.options().dtype(at::kFloat));
+      new_empty({int64_t(g.push.channels) * g.push.chunks * 2}, at::kFloat, x.device());
   Launch p = launch(bn::OP_GRAD_SUMS, g, x, gn);
   p.spec(bn::SPEC_DTG, dt(dy)).arg(part, true).arg(x, false);
   stats(p, mean, s, var);
@@ -231,7 +233,7 @@ bool mixed(const at::Tensor& x, std::initializer_list<at::Tensor> ps) {
 
 // A new tensor shaped and laid out as x (its memory format).
 at::Tensor like(const at::Tensor& x) {
-  return at::empty(x.sizes(), x.options().memory_format(x.suggest_memory_format()));
+  return new_empty(x.sizes(), x.scalar_type(), x.device(), x.suggest_memory_format());
 }
 
 // Whether w / b, rm / rv suit x's channels (pairs of one dtype where both defined).
@@ -267,11 +269,10 @@ std::optional<Tensors3> batch_norm(const at::Tensor& x, const std::optional<at::
   const auto sdt = mixed(x, {w, b, rm, rv}) ? at::kFloat : x.scalar_type();
   if (!training) {
     if (!apply(*g, out, x, rm, rv, true, w, b)) return std::nullopt;
-    const at::Tensor none = at::empty({0}, x.options().dtype(sdt));
-    return std::make_tuple(out, none, none.clone());
+    return std::make_tuple(out, new_empty({0}, sdt, x.device()), new_empty({0}, sdt, x.device()));
   }
-  const at::Tensor mean = at::empty({x.size(1)}, x.options().dtype(sdt));
-  const at::Tensor invstd = at::empty({x.size(1)}, mean.options());
+  const at::Tensor mean = new_empty({x.size(1)}, sdt, x.device());
+  const at::Tensor invstd = new_empty({x.size(1)}, sdt, x.device());
   if (!channel_stats(*g, x, mean, invstd, rm, rv) ||
       !apply(*g, out, x, mean, invstd, false, w, b)) {
     return std::nullopt;
@@ -319,10 +320,10 @@ std::optional<Tensors3> batch_norm_backward(const at::Tensor& dy, const at::Tens
   std::optional<Geometry> g = geometry({x, dy, mask[0] ? dx : x}, 1);
   if (!g) return std::nullopt;
   g->push.eps = static_cast<float>(eps);
-  if (mask[1]) dw = at::empty({x.size(1)}, w.options());
-  if (mask[2]) db = at::empty({x.size(1)}, w.options());
+  if (mask[1]) dw = new_empty({x.size(1)}, w.scalar_type(), w.device());
+  if (mask[2]) db = new_empty({x.size(1)}, w.scalar_type(), w.device());
   if (train || mask[1] || mask[2]) {
-    sums = at::empty({x.size(1), 2}, x.options().dtype(at::kFloat));
+    sums = new_empty({x.size(1), 2}, at::kFloat, x.device());
     if (!grad_sums(*g, sums, x, dy, mean, s, !train, w, dw, db)) return std::nullopt;
   }
   if (mask[0] && !grad_apply(*g, dx, x, dy, mean, s, !train, w, sums, train)) return std::nullopt;
@@ -335,7 +336,7 @@ using Tensors4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 std::optional<Tensors4> with_reserve(const std::optional<Tensors3>& r, const at::Tensor& x) {
   if (!r) return std::nullopt;
   const auto& [out, mean, invstd] = *r;
-  return std::make_tuple(out, mean, invstd, at::empty({0}, x.options().dtype(at::kByte)));
+  return std::make_tuple(out, mean, invstd, new_empty({0}, at::kByte, x.device()));
 }
 
 std::optional<Tensors4> with_update(const at::Tensor& x, const std::optional<at::Tensor>& w,
@@ -394,9 +395,9 @@ std::optional<Tensors3> group_norm(const at::Tensor& x, const std::optional<at::
     return std::nullopt;
   }
   const auto sdt = mixed(x, {w, b}) ? at::kFloat : x.scalar_type();
-  const at::Tensor out = at::empty(x.sizes(), x.options());
-  const at::Tensor mean = at::empty({n, group}, x.options().dtype(sdt));
-  const at::Tensor rstd = at::empty({n, group}, mean.options());
+  const at::Tensor out = new_empty(x.sizes(), x.scalar_type(), x.device());
+  const at::Tensor mean = new_empty({n, group}, sdt, x.device());
+  const at::Tensor rstd = new_empty({n, group}, mean.scalar_type(), mean.device());
   if (!channel_stats(*g, x, mean, rstd, at::Tensor(), at::Tensor(), bn::GN_ROWS) ||
       !apply(*g, out, x, mean, rstd, false, w, b, bn::GN_ROWS)) {
     return std::nullopt;
@@ -433,8 +434,8 @@ std::optional<Tensors3> group_norm_backward(const at::Tensor& dy, const at::Tens
   }
   at::Tensor dx, dw, db;
   if (mask[0]) {
-    dx = at::empty(x.sizes(), x.options());
-    const at::Tensor sums = at::empty({n * group, 2}, x.options().dtype(at::kFloat));
+    dx = new_empty(x.sizes(), x.scalar_type(), x.device());
+    const at::Tensor sums = new_empty({n * group, 2}, at::kFloat, x.device());
     if (!grad_sums(*g, sums, x, dy, mean, rstd, false, w, at::Tensor(), at::Tensor(),
                    bn::GN_ROWS) ||
         !grad_apply(*g, dx, x, dy, mean, rstd, false, w, sums, true, bn::GN_ROWS)) {
@@ -444,9 +445,9 @@ std::optional<Tensors3> group_norm_backward(const at::Tensor& dy, const at::Tens
   if (mask[1] || mask[2]) {
     const std::optional<Geometry> gc = group_cols(x, *g, n, c, hw);
     if (!gc) return std::nullopt;
-    if (mask[1]) dw = at::empty({c}, w.options());
-    if (mask[2]) db = at::empty({c}, w.options());
-    const at::Tensor sums = at::empty({c, 2}, x.options().dtype(at::kFloat));
+    if (mask[1]) dw = new_empty({c}, w.scalar_type(), w.device());
+    if (mask[2]) db = new_empty({c}, w.scalar_type(), w.device());
+    const at::Tensor sums = new_empty({c, 2}, at::kFloat, x.device());
     if (!grad_sums(*gc, sums, x, dy, mean, rstd, false, at::Tensor(), dw, db, bn::GN_COLS)) {
       return std::nullopt;
     }

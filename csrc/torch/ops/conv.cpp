@@ -39,6 +39,7 @@
 #include "conv/conv.h"
 #include "fallback/fallback.h"
 #include "ops/common.h"
+#include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::conv {
 namespace {
@@ -398,7 +399,8 @@ std::optional<at::Tensor> forward_kernel(const at::Tensor& input, const at::Tens
   Gemm g = transposed ? gather_gemm(c, input, weight) : forward_gemm(c, input, weight);
   if (b.defined()) g.bias = b.contiguous();
   if (!takes(g, c)) return std::nullopt;
-  g.out = at::empty(shape_of(c, channels, transposed ? c.xs : c.ys, input.dim()), input.options());
+  g.out = new_empty(shape_of(c, channels, transposed ? c.xs : c.ys, input.dim()),
+                    input.scalar_type(), input.device());
   if (!launch(g, c)) return std::nullopt;
   return g.out;
 }
@@ -423,7 +425,7 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight,
 // the kernel declines.
 std::optional<at::Tensor> weight_grad(Gemm g, const Conv& c, const at::Tensor& weight) {
   if (c.batch == 0) return at::zeros(weight.sizes(), weight.options());
-  g.out = at::empty({g.splits, c.cy, g.n}, weight.options().dtype(at::kFloat));
+  g.out = new_empty({g.splits, c.cy, g.n}, at::kFloat, weight.device());
   if (!launch(g, c)) return std::nullopt;
   const at::Tensor sum = g.splits == 1 ? g.out.select(0, 0) : g.out.sum(0);
   return sum.reshape(weight.sizes()).to(weight.scalar_type());
@@ -452,7 +454,7 @@ std::optional<Grads> backward_kernel(const at::Tensor& grad_output, const at::Te
   Grads r;
   if (mask[0]) {
     Gemm g = gi;
-    g.out = at::empty(input.sizes(), input.options());
+    g.out = new_empty(input.sizes(), input.scalar_type(), input.device());
     if (!launch(g, c)) return std::nullopt;
     std::get<0>(r) = g.out;
   }

@@ -81,6 +81,7 @@
 #include "elementwise/elementwise.h"
 #include "ops/common.h"
 #include "ops/elementwise.h"
+#include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::elementwise {
 namespace {
@@ -241,7 +242,7 @@ bool direct_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor
 std::optional<at::Tensor> direct_binary(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                                         uint32_t op, const c10::Scalar* alpha) {
   at::Tensor fresh;
-  if (!out.defined()) fresh = at::empty(a.sizes(), a.options());
+  if (!out.defined()) fresh = new_empty(a.sizes(), a.scalar_type(), a.device());
   const at::Tensor& result = out.defined() ? out : fresh;
   if (a.numel() == 0) return out.defined() ? in_out() : std::optional<at::Tensor>(std::move(fresh));
   const bool b_scalar = is_wrapped_real(b);

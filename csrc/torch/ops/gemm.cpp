@@ -28,6 +28,7 @@
 #include "device/host_access.h"
 #include "gemm/gemm.h"
 #include "ops/common.h"
+#include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::gemm {
 namespace {
@@ -188,7 +189,7 @@ std::optional<at::Tensor> ran(const Gemm& g) {
 [[nodiscard]] bool output(at::Tensor& out, const std::vector<int64_t>& shape,
                           const at::Tensor& like) {
   if (!out.defined()) {
-    out = at::empty(shape, like.options());
+    out = new_empty(shape, like.scalar_type(), like.device());
     return true;
   }
   if (out.scalar_type() != like.scalar_type()) return false;

@@ -187,6 +187,18 @@ Launch& Launch::arg(const at::Tensor& t, bool written) {
   return arg_bytes(t, 0, static_cast<size_t>(last + 1) * itemsize, written);
 }
 
+Launch& Launch::fill_args(uint32_t like, uint32_t n) {
+  if (!ok_ || like >= l_.nargs || n > 8) {
+    ok_ = false;
+    return *this;
+  }
+  while (l_.nargs < n) {
+    l_.args[l_.nargs] = l_.args[like];
+    l_.args[l_.nargs++].written = 0;
+  }
+  return *this;
+}
+
 Launch& Launch::grid(uint64_t items, uint32_t local) {
   uint64_t groups = std::max<uint64_t>((items + local - 1) / local, 1);
   // Grid-stride loops cover what a grid of at most 65535 x 1024 groups does not.

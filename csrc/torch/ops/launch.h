@@ -48,6 +48,9 @@ class Launch {
   Launch& arg_bytes(const at::Tensor& t, int64_t first, size_t nbytes, bool written);
   // Binds every element t addresses (its sizes and strides).
   Launch& arg(const at::Tensor& t, bool written);
+  // Binds the argument slots from the next one up to `n` (bindings the kernel declares but this
+  // launch does not use) to argument `like`'s bytes, read-only, without computing a span again.
+  Launch& fill_args(uint32_t like, uint32_t n = 8);
   template <class T>
   Launch& push(const T& v) {
     static_assert(std::is_trivially_copyable<T>::value, "push constants are bytes");

@@ -114,6 +114,11 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
                                    c10::dtype_or_default(dtype), mf);
 }
 
+at::Tensor new_empty(c10::IntArrayRef size, at::ScalarType dtype, c10::Device device,
+                     at::MemoryFormat mf) {
+  return empty_memory_format(size, dtype, std::nullopt, device, std::nullopt, mf);
+}
+
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                          std::optional<at::Device> device, std::optional<bool>) {

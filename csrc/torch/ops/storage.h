@@ -17,6 +17,12 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                          std::optional<at::Device> device, std::optional<bool>);
 
+// A new tensor on mpsrt device `device` (contiguous, or in memory format `mf`): the device's
+// empty_memory_format called directly, for the outputs and scratch an op's kernel makes below
+// the dispatcher (at::empty's dispatch is a quarter of a small allocation's host cost).
+at::Tensor new_empty(c10::IntArrayRef size, at::ScalarType dtype, c10::Device device,
+                     at::MemoryFormat mf = at::MemoryFormat::Contiguous);
+
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<at::MemoryFormat> mf);
 
