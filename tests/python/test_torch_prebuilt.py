@@ -213,3 +213,35 @@ def test_prebuild_refuses_an_outdir_that_is_a_file(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert f"OUTDIR {f} exists and is not a folder" in run.stderr
+
+
+_CUDA_LINE = "No CUDA runtime is found"
+
+
+@pytest.mark.parametrize("how", ["torch", "glue"])
+def test_the_glue_build_imports_cpp_extension_without_the_no_cuda_runtime_line(
+    tmp_path: Path, backend: str, how: str
+) -> None:
+    from conftest import AVAILABLE, BACKENDS
+
+    if backend != next(b for b in BACKENDS if b in AVAILABLE):
+        pytest.skip("backend-independent: checked on the run's first backend")
+    # Where torch is a CUDA build and a CUDA toolkit is installed (CUDA_HOME) but no CUDA device
+    # is usable, torch's cpp_extension logs the line on import; the glue compiles no CUDA and
+    # imports it without the line. The plain import in the same setting prints it: what the
+    # glue's import removes. (A CUDA build is simulated: this machine's torch is a CPU build.)
+    cuda_build = (
+        "import torch\ntorch.cuda._is_compiled = lambda: True\ntorch.version.cuda = '12.8'\n"
+        "torch.cuda.is_available = lambda: False\n"
+    )
+    imports = {
+        "torch": "from torch.utils import cpp_extension",
+        "glue": "from mpsrt.torch import _glue; _glue._cpp_extension()",
+    }
+    code = cuda_build + imports[how]
+    env = {**os.environ, "CUDA_HOME": str(tmp_path), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert (_CUDA_LINE in run.stderr) == (how == "torch"), run.stderr

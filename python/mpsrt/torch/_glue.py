@@ -148,11 +148,34 @@ def _is_built(directory: Path) -> bool:
         return False
 
 
+class _NoCudaRuntimeLine(logging.Filter):
+    """Drops the line torch's cpp_extension logs on import where a CUDA toolkit is installed but
+    no CUDA device is usable ("No CUDA runtime is found, using CUDA_HOME=..."): the glue
+    compiles no CUDA, so the line only worries a user. Every other record passes (compiler
+    errors come through the build's own output)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+def _cpp_extension() -> Any:
+    """torch.utils.cpp_extension, imported without its "No CUDA runtime" line."""
+    log = logging.getLogger("torch.utils.cpp_extension")
+    quiet = _NoCudaRuntimeLine()
+    log.addFilter(quiet)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        log.removeFilter(quiet)
+    return cpp_extension
+
+
 def _build(directory: Path, verbose: bool, wait_seconds: float) -> None:
     """Builds and loads the glue in `directory` under the builders' lock, or loads the build
     that another process finished while this one waited for the lock."""
     import filelock
-    from torch.utils import cpp_extension
+
+    cpp_extension = _cpp_extension()
 
     directory.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(directory / _BUILD_LOCK))
