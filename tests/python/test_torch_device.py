@@ -72,6 +72,44 @@ def test_allocation_is_shared_with_mpsrt() -> None:
     assert mpsrt.memory_allocated() == before
 
 
+def test_small_host_tensors_come_from_a_per_thread_cache_of_aligned_blocks() -> None:
+    # The glue's CPU allocator keeps freed blocks of up to 64 bytes per thread (torch makes a CPU
+    # tensor of each Python number an op is called with): a freed block is handed out again, every
+    # block is 64-byte aligned as torch's CPU allocations are, larger ones are not cached, and a
+    # block freed on another thread (or by a thread that exits) is safe to use and free.
+    import threading
+
+    gc.collect()
+    gc.disable()  # no collection may free a small block in between
+    try:
+        a = torch.empty(2, dtype=torch.float64)
+        p = a.data_ptr()
+        del a
+        b = torch.empty(64, dtype=torch.uint8)  # another size: torch's allocator would not reuse
+    finally:
+        gc.enable()
+    assert b.data_ptr() == p
+    assert all(torch.empty(n, dtype=torch.uint8).data_ptr() % 64 == 0 for n in (1, 8, 63, 64))
+    made = [torch.full((16,), float(i)) for i in range(200)]  # 64 bytes each: past the cache
+    assert len({t.data_ptr() for t in made}) == 200
+    assert all(t.sum().item() == 16 * i for i, t in enumerate(made))
+    out: list[Any] = []
+
+    def other_thread() -> None:
+        out.extend(torch.full((4,), 7.0) for _ in range(100))
+        del made[:100]  # blocks made here, freed there
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert all(x.sum().item() == 28.0 for x in out)  # made by a thread that has exited
+    del out[:], made[:]
+    c = torch.ones(3) + 1  # the cache still serves after all that
+    assert c.tolist() == [2.0, 2.0, 2.0]
+    big = torch.empty(65, dtype=torch.uint8)  # not a small block
+    assert big.data_ptr() % 64 == 0
+
+
 def test_copies_round_trip() -> None:
     for dtype in (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bfloat16):
         a = (torch.arange(24) * 3 - 7).to(dtype).reshape(2, 3, 4)
