@@ -106,10 +106,15 @@ c_api_test address cpu vulkan
 # for the interpreter; the C++ tests above keep it on. libasan must come first; libstdc++ is
 # preloaded too, or ASan cannot find __cxa_throw when the extension throws.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=0:log_path=$logs/asan.san"
-# The whole Python suite on both backends, the stress test shortened. Left out: the tests
-# that run a heavy peer rather than mpsrt under the sanitizer (Perfetto's trace processor in
-# Node, torch.distributed's gloo in spawned ranks); they run in .ci/run.
+# The Python suite on both backends, the stress test shortened. Left out: the tests that run a
+# heavy peer rather than mpsrt under the sanitizer (Perfetto's trace processor in Node,
+# torch.distributed's gloo in spawned ranks), and those whose time is mostly torch's, the
+# bench's or the packaging's (the bench, the prebuilt glue, the model zoo: the paths of mpsrt
+# they reach, the kernel, device and allocator tests take here); they run in .ci/run.
 MPSRT_STRESS_SECONDS=20 py_tests address "$(gcc -print-file-name=libasan.so):$libstdcxx" \
+  --ignore=tests/python/test_bench.py --ignore=tests/python/test_bench_peers.py \
+  --ignore=tests/python/test_bench_plot.py --ignore=tests/python/test_torch_prebuilt.py \
+  --ignore=tests/python/test_torch_zoo.py --ignore=tests/python/test_torch_zoo_fallbacks.py \
   -k "not perfetto_trace_processor and not gloo and not test_torch_distributed"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 

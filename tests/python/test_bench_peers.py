@@ -261,8 +261,7 @@ def test_discrete_device_rows_stand_beside_the_device_peer_only(
     from bench.__main__ import main
 
     out = tmp_path / "bench.json"
-    # The areas' time guard is off: this test checks where rows stand, on machines of any speed
-    # (CI runs it under ASan too).
+    # The areas' time guard is off: this test checks where rows stand, on machines of any speed.
     args = ["--quick", "--backend", backend, "--only", ",".join(DEVICE_AREAS), "--json", str(out)]
     assert main([*args, "--area-timeout", "0"]) == 0
     result = json.loads(out.read_text())

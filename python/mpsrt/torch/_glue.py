@@ -304,7 +304,7 @@ def load(verbose: bool = False) -> None:
         library, loaded_from = _library(directory), "cached"
     else:
         logging.getLogger("mpsrt.torch").warning(
-            "[torch] %s; building it (needs a C++ compiler, ~30 s once) in %s", why, directory
+            "[torch] %s; building it (needs a C++ compiler, 1-2 min once) in %s", why, directory
         )
         _build(directory, verbose, BUILD_WAIT_SECONDS)  # loads it
         library, loaded_from = _library(directory), "built"
