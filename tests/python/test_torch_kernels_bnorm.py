@@ -429,3 +429,83 @@ def test_declines_to_the_fallback(device_kernels) -> None:
         kernels=device_kernels,
         fallbacks=("aten::native_group_norm",),
     )
+
+
+def _profiled(fn):
+    """fn()'s result and the names of the aten ops it dispatched (torch's profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out = fn()
+    return out, [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("how", ["no_grad", "nothing_requires_grad", "inference_mode"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_without_autograd_batch_norm_runs_the_kernels_itself(
+    device_kernels: bool, how: str, training: bool
+) -> None:
+    # Where autograd has nothing to do, aten::batch_norm's own entry runs the kernels (torch's
+    # composition, native_batch_norm included, is not dispatched): the output and the running
+    # statistics equal torch CPU's, and the running statistics' versions stay as torch CPU's do.
+    g = torch.Generator().manual_seed(3)
+    x, w, b = (torch.randn(s, generator=g) for s in ((4, 3, 5, 5), (3,), (3,)))
+    rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+    if how == "no_grad":
+        w.requires_grad_()
+    results = {}
+    for dev in ("cpu", "mpsrt"):
+        xs, ws, bs = (t.detach().to(dev).requires_grad_(t.requires_grad) for t in (x, w, b))
+        rms, rvs = rm.clone().to(dev), rv.clone().to(dev)
+        versions = rms._version, rvs._version
+        ctx = torch.inference_mode() if how == "inference_mode" else torch.no_grad()
+        with ctx, torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+            out = F.batch_norm(xs, rms, rvs, ws, bs, training=training)
+        names = [e.name for e in p.events()]
+        bumped = (rms._version - versions[0], rvs._version - versions[1])
+        results[dev] = (out.cpu(), rms.cpu(), rvs.cpu(), bumped if how != "inference_mode" else 0)
+        if dev == "mpsrt":
+            assert "aten::batch_norm" in names and "aten::native_batch_norm" not in names, names
+    for got, want in zip(results["mpsrt"], results["cpu"]):
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+        else:
+            assert got == want
+
+
+def test_with_autograd_or_a_dispatch_mode_batch_norm_is_torchs_composition(
+    device_kernels: bool,
+) -> None:
+    # A gradient wanted, or a TorchDispatchMode watching: torch's composition runs (the mode
+    # sees native_batch_norm), on the kernels, equal to the CPU.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 3, 5, 5, generator=torch.Generator().manual_seed(4))
+    xd = x.to("mpsrt").requires_grad_()
+    _, names = _profiled(lambda: F.batch_norm(xd, None, None, training=True))
+    assert "aten::native_batch_norm" in names
+    with Seen() as seen:
+        out = F.batch_norm(x.to("mpsrt"), None, None, training=True)
+    assert any("native_batch_norm" in op for op in seen.ops), seen.ops
+    torch.testing.assert_close(out.cpu(), F.batch_norm(x, None, None, training=True))
+
+
+def test_one_chunk_and_many_chunks_agree(device_kernels: bool) -> None:
+    # A channel of one chunk takes the one-launch statistics (STATS_MERGE), a bigger one the
+    # partials and their merge: both equal torch CPU's, running statistics included.
+    for count in (4 * 9, 3 * 256 * 256):
+        x = torch.randn(3, 2, count // 3, generator=torch.Generator().manual_seed(count)) * 3 + 1
+        rm, rv = torch.zeros(2), torch.ones(2)
+
+        def step(x: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor) -> list[torch.Tensor]:
+            rm, rv = rm.clone(), rv.clone()
+            return [F.batch_norm(x, rm, rv, training=True), rm, rv]
+
+        check(step, x, rm, rv, kernels=device_kernels, atol=1e-4, rtol=1e-4)

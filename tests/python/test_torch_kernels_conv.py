@@ -234,3 +234,58 @@ def test_declines_to_fallback(device_kernels: bool) -> None:
     got = F.conv1d(x.to("mpsrt"), w.to("mpsrt"), b.to("mpsrt"))
     torch.testing.assert_close(got.cpu(), F.conv1d(x, w, b), atol=1e-4, rtol=1e-4)
     assert torch.mpsrt.fallback_counts().get("aten::convolution", 0) == 1
+
+
+def _profiled(fn: Any) -> tuple[Any, list[str]]:
+    """fn()'s result and the names of the aten ops it dispatched (torch's profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out = fn()
+    return out, [e.name for e in prof.events()]
+
+
+def test_the_kernel_sits_at_convolution_itself(device_kernels: bool) -> None:
+    # aten::convolution and aten::convolution_backward run the kernel without torch's generic
+    # path to the overrideable ops (_convolution, convolution_overrideable), forward and backward.
+    x, w, b = case(2, 3, 4, 3, 6)
+    xd, wd, bd = (t.to("mpsrt").requires_grad_() for t in (x, w, b))
+    torch.mpsrt.reset_fallback_counts()
+    out, names = _profiled(lambda: F.conv2d(xd, wd, bd, padding=1))
+    assert "aten::convolution" in names
+    assert "aten::_convolution" not in names and "aten::convolution_overrideable" not in names
+    _, names = _profiled(lambda: out.sum().backward())
+    assert "aten::convolution_backward" in names
+    assert "aten::convolution_backward_overrideable" not in names
+    assert torch.mpsrt.fallback_counts() == {}
+    xc, wc, bc = (t.clone().requires_grad_() for t in (x, w, b))
+    F.conv2d(xc, wc, bc, padding=1).sum().backward()
+    for got, want in ((out, F.conv2d(x, w, b, padding=1)), (xd.grad, xc.grad), (wd.grad, wc.grad)):
+        torch.testing.assert_close(got.detach().cpu(), want, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["output_padding_too_big", "negative_output_padding", "channels", "bias"],
+)
+def test_bad_arguments_raise_torchs_errors(device_kernels: bool, bad: str) -> None:
+    # What the kernel's entry at aten::convolution does not take goes down torch's own path,
+    # which raises torch's error, the CPU's text, and leaves the device usable.
+    x, w, b = case(2, 4, 4, 3, 6)
+    kw: dict[str, Any] = {}
+    fn = F.conv2d
+    if bad in ("output_padding_too_big", "negative_output_padding"):
+        fn = F.conv_transpose2d
+        kw = {"stride": 2, "output_padding": 2 if bad == "output_padding_too_big" else -1}
+    elif bad == "channels":
+        x = x[:, :3]
+    elif bad == "bias":
+        b = b[:3]
+
+    def run(on: str) -> str:
+        args = [t.to(on) for t in (x, w, b)]
+        with pytest.raises((RuntimeError, ValueError)) as e:
+            fn(*args, **kw)
+        return str(e.value)
+
+    assert run("mpsrt") == run("cpu")
+    x, w, b = case(2, 4, 4, 3, 6)  # the device still runs convolutions
+    check(F.conv2d, x, w, b, kernels=device_kernels, atol=1e-5, rtol=1e-4)

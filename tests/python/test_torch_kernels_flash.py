@@ -292,3 +292,28 @@ def test_fused_op_outputs(device_kernels: bool) -> None:
     assert all(torch.equal(a, b) for a, b in zip(same, grads(outs[6])))
     assert not torch.equal(same[2], other[2])
     assert torch.mpsrt.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("how", ["no_grad", "nothing_requires_grad", "inference_mode"])
+def test_without_autograd_the_entry_runs_the_forward_kernel_itself(
+    device_kernels: bool, how: str
+) -> None:
+    # Where autograd has nothing to do (and no mask, no dropout), scaled_dot_product_attention's
+    # own entry runs the forward kernel: torch's composition (the backend choice, the fused op)
+    # is not dispatched, and the result equals torch CPU's, causal or not, grouped-query too.
+    q, k, v = _inputs(2, 4, 2, 9, 7, 16, 16, torch.float32)
+    for causal in (False, True):
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        qd, kd, vd = (t.to("mpsrt").requires_grad_(how == "no_grad") for t in (q, k, v))
+        ctx = torch.inference_mode() if how == "inference_mode" else torch.no_grad()
+        with ctx, torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+            got = F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal, enable_gqa=True)
+        names = [e.name for e in p.events()]
+        assert "aten::scaled_dot_product_attention" in names, names
+        assert not [n for n in names if "fused_attention" in n or "_fused_sdp_choice" in n], names
+        torch.testing.assert_close(got.cpu(), want, **TOL[torch.float32])
+    # A gradient wanted: torch's composition, through the fused op.
+    qd, kd, vd = (t.to("mpsrt").requires_grad_() for t in (q, k, v))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=True)
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in [e.name for e in p.events()]

@@ -8,6 +8,8 @@
 //   MERGE:      per channel (an invocation): the partials merged (Welford) -> mean, invstd =
 //               1 / sqrt(var + eps) (biased var); running stats (HAS_RUN) updated in place:
 //               r = momentum * stat + (1 - momentum) * r, the variance unbiased (M2 / (n - 1)).
+//   STATS_MERGE: where a channel is one chunk: STATS's workgroup per channel ends with MERGE's
+//               work on its one partial (the partials are never written).
 //   APPLY:      out = (x - mean) * invstd * w + b (w, b optional; VAR: invstd from a variance).
 //   GRAD_SUMS:  per (channel, chunk): sums of dy and dy * (x - mean), float32 [channel][chunk][2].
 //   GRAD_MERGE: per channel: the sums [channel][2]; dw = sum(dy * (x - mean)) * invstd, db =
@@ -99,7 +101,20 @@ vec3 group_merge(vec3 v, uint lid, bool sums) {
   return vec3(s_n[0], s_m[0], s_q[0]);
 }
 
-// STATS and GRAD_SUMS: a workgroup per (chunk, channel) (uniform: barriers in uniform flow).
+// Channel k's statistics from its merged (n, mean, M2) v: mean, invstd = 1 / sqrt(var + eps)
+// (biased var); the running statistics (HAS_RUN) updated in place.
+void finish_stats(uint k, vec3 v) {
+  float var = v.z / v.x;
+  st2f(DTS, k, v.y);
+  st3f(DTS, k, inversesqrt(var + pc.eps));
+  if (HAS_RUN == 0u) return;
+  float m = pc.momentum;
+  st4f(DTR, k, m * v.y + (1.0 - m) * ld4f(DTR, k));
+  st5f(DTR, k, m * (v.z / (v.x - 1.0)) + (1.0 - m) * ld5f(DTR, k));
+}
+
+// STATS, STATS_MERGE and GRAD_SUMS: a workgroup per (chunk, channel) (uniform: barriers in
+// uniform flow).
 void chunk_op(uint lid) {
   uint c = gl_WorkGroupID.x, k = gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y;
   if (k >= pc.channels) return;  // the whole workgroup (uniform)
@@ -125,6 +140,10 @@ void chunk_op(uint lid) {
   }
   v = group_merge(v, lid, grad);
   if (lid != 0u) return;
+  if (OP == OP_STATS_MERGE) {
+    finish_stats(k, v);
+    return;
+  }
   uint p = k * pc.chunks + c;
   if (grad) {
     st0f(DT_F32, p * 2u, v.y);
@@ -143,13 +162,7 @@ void merge(uint k) {
     vec3 b = vec3(ld6f(DT_F32, p * 3u), ld6f(DT_F32, p * 3u + 1u), ld6f(DT_F32, p * 3u + 2u));
     v = welford(v, b);
   }
-  float var = v.z / v.x;
-  st2f(DTS, k, v.y);
-  st3f(DTS, k, inversesqrt(var + pc.eps));
-  if (HAS_RUN == 0u) return;
-  float m = pc.momentum;
-  st4f(DTR, k, m * v.y + (1.0 - m) * ld4f(DTR, k));
-  st5f(DTR, k, m * (v.z / (v.x - 1.0)) + (1.0 - m) * ld5f(DTR, k));
+  finish_stats(k, v);
 }
 
 void grad_merge(uint k) {
@@ -191,7 +204,7 @@ void grad_apply(uint k, uint i) {
 }
 
 void main() {
-  if (OP == OP_STATS || OP == OP_GRAD_SUMS) {
+  if (OP == OP_STATS || OP == OP_STATS_MERGE || OP == OP_GRAD_SUMS) {
     chunk_op(gl_LocalInvocationID.x);
     return;
   }

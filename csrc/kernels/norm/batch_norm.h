@@ -9,12 +9,13 @@ MPSRT_FAMILY_BEGIN(norm::batch_norm)
 
 // The ops (a "channel" is a set of `count` elements reduced together: a batch norm channel, or a
 // group norm (sample, group)).
-MPSRT_CONST(OP_STATS, 0)       // Welford partials (count, mean, M2) per (channel, chunk)
-MPSRT_CONST(OP_MERGE, 1)       // partials -> mean, invstd; running stats updated
-MPSRT_CONST(OP_APPLY, 2)       // out = (x - mean) * invstd * w + b
-MPSRT_CONST(OP_GRAD_SUMS, 3)   // partial sums (dy, dy * (x - mean)) per (channel, chunk)
-MPSRT_CONST(OP_GRAD_MERGE, 4)  // partials -> sums [channel][2]; weight's and bias's gradients
-MPSRT_CONST(OP_GRAD_APPLY, 5)  // the input's gradient
+MPSRT_CONST(OP_STATS, 0)        // Welford partials (count, mean, M2) per (channel, chunk)
+MPSRT_CONST(OP_MERGE, 1)        // partials -> mean, invstd; running stats updated
+MPSRT_CONST(OP_APPLY, 2)        // out = (x - mean) * invstd * w + b
+MPSRT_CONST(OP_GRAD_SUMS, 3)    // partial sums (dy, dy * (x - mean)) per (channel, chunk)
+MPSRT_CONST(OP_GRAD_MERGE, 4)   // partials -> sums [channel][2]; weight's and bias's gradients
+MPSRT_CONST(OP_GRAD_APPLY, 5)   // the input's gradient
+MPSRT_CONST(OP_STATS_MERGE, 6)  // one chunk per channel: STATS and MERGE in one op, no partials
 
 // The workgroup of the per-chunk ops, and a chunk's elements per invocation.
 MPSRT_CONST(LOCAL, 256)

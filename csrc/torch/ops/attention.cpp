@@ -50,6 +50,8 @@
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_ops.h>
+#include <ATen/ops/scaled_dot_product_attention_native.h>
+#include <ATen/ops/scaled_dot_product_attention_ops.h>
 
 #include <algorithm>
 #include <array>
@@ -471,12 +473,17 @@ at::Tensor cpu_long(int64_t v) {
   return t;
 }
 
-// _scaled_dot_product_fused_attention_overrideable on the kernel, or nothing (declined).
-std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tensor& k,
-                                             const at::Tensor& v,
-                                             const std::optional<at::Tensor>& bias,
-                                             double dropout_p, bool is_causal,
-                                             std::optional<double> scale) {
+// The forward kernel's results: the output (in q's rank), the rows' log-sum-exp, and dropout's
+// stream (seed, offset) where it drew.
+struct Forward {
+  at::Tensor out, lse;
+  uint64_t seed = 0, offset = 0;
+};
+
+// The forward on the kernel, or nothing (declined).
+std::optional<Forward> kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const std::optional<at::Tensor>& bias, double dropout_p,
+                                      bool is_causal, std::optional<double> scale) {
   const bool dropout = dropout_p > 0.0;
   if (!enabled(q.device().index()) || dropout_p >= 1.0 || dropout_p < 0.0) return std::nullopt;
   const std::optional<Geometry> g = geometry(q, k, v, dropout);
@@ -490,13 +497,10 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   if (!out.defined() || !addressable(out)) out = new_empty(out_shape, q.scalar_type(), dev);
   const at::Tensor lse = new_empty({g->b, g->hq, g->lq}, at::kFloat, dev);
   fl::Push p = flash_push(*g, q4, k4, v4, *mask, out, scale_of(scale, g->d));
-  // Dropout's seed and offset: 0-dim int64 CPU tensors (torch's meta function's shapes).
-  at::Tensor seed_t = cpu_long(0), offset_t = seed_t;
+  Forward r;
   if (dropout) {
-    const auto [seed, offset] = reserve_dropout(*g, q.device());
-    set_dropout(p, dropout_p, seed, offset);
-    seed_t = cpu_long(static_cast<int64_t>(seed));
-    offset_t = cpu_long(static_cast<int64_t>(offset));
+    std::tie(r.seed, r.offset) = reserve_dropout(*g, q.device());
+    set_dropout(p, dropout_p, r.seed, r.offset);
   }
   Launch l = flash_launch(fl::OP_FORWARD, *g, q, *mask, is_causal, dropout);
   l.arg(out, true).arg(q4, false).arg(k4, false).arg(v4, false);
@@ -504,9 +508,26 @@ std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tens
   l.push(p).groups(static_cast<uint32_t>((g->lq + g->rows() - 1) / g->rows()),
                    static_cast<uint32_t>(g->b * g->hq));
   if (!l.run()) return std::nullopt;
+  r.out = q.dim() == 3 ? out.squeeze(0) : out;
+  r.lse = lse;
+  return r;
+}
+
+// _scaled_dot_product_fused_attention_overrideable on the kernel, or nothing (declined).
+std::optional<AttentionOut> kernel_attention(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v,
+                                             const std::optional<at::Tensor>& bias,
+                                             double dropout_p, bool is_causal,
+                                             std::optional<double> scale) {
+  std::optional<Forward> r = kernel_forward(q, k, v, bias, dropout_p, is_causal, scale);
+  if (!r) return std::nullopt;
+  // Dropout's seed and offset: 0-dim int64 CPU tensors (torch's meta function's shapes).
+  at::Tensor seed_t = cpu_long(static_cast<int64_t>(r->seed)), offset_t = seed_t;
+  if (dropout_p > 0.0) offset_t = cpu_long(static_cast<int64_t>(r->offset));
+  const c10::Device dev = q.device();
   const at::Tensor none = new_empty({0}, at::kLong, dev);
-  return AttentionOut{q.dim() == 3 ? out.squeeze(0) : out,
-                      lse,
+  return AttentionOut{std::move(r->out),
+                      std::move(r->lse),
                       none,
                       none,
                       q.sym_size(-2),
@@ -624,6 +645,16 @@ Grads fused_attention_backward(const at::Tensor& grad_out, const at::Tensor& q, 
                             max_k, dropout_p, is_causal, philox_seed, philox_offset, scale);
 }
 
+// Whether q, k, v are what the fused kernel's choice starts from: dense (not nested), with
+// concrete sizes, 3-d or more, one head count for all but under grouped-query attention.
+bool plain(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool enable_gqa) {
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    const bool symbolic = t->unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+    if (t->is_nested() || symbolic || t->dim() < 3) return false;
+  }
+  return enable_gqa || q.size(-3) == k.size(-3);
+}
+
 // The backend for scaled_dot_product_attention: the fused kernels where the device runs them
 // and they take the inputs (the overrideable pair below), else the math path (the device's
 // kernels); where the device's ops run as CPU kernels, the CPU's choice.
@@ -634,17 +665,39 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     return cpu_choice(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
   }
   constexpr auto kMath = static_cast<int64_t>(at::SDPBackend::math);
-  for (const at::Tensor* t : {&q, &k, &v}) {
-    const bool symbolic = t->unsafeGetTensorImpl()->has_symbolic_sizes_strides();
-    if (t->is_nested() || symbolic || t->dim() < 3) return kMath;
-  }
-  if (dropout_p >= 1.0 || (!enable_gqa && q.size(-3) != k.size(-3))) return kMath;
+  if (!plain(q, k, v, enable_gqa) || dropout_p >= 1.0) return kMath;
   const std::optional<Geometry> g = geometry(q, k, v, dropout_p > 0.0);
   if (!g || !mask_ok(mask, *g, q.scalar_type())) return kMath;
   return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
+// aten::scaled_dot_product_attention, registered above autograd (AutogradPrivateUse1) and below
+// it (PrivateUse1, for inference mode). torch's composition of it (its checks, the backend
+// choice, the fused op through autograd) cost the host more than the kernel's own enqueueing;
+// the common call that the entry may make itself (direct_call: autograd has nothing to do, no
+// Python dispatch) with no mask, no dropout, q / k / v of one dtype on one device, what the fused
+// kernel's choice takes, runs the forward kernel directly,
+// making only its output and log-sum-exp. Everything else (and what the kernel declines) is
+// torch's composition (at::native's), raising torch's errors.
+at::Tensor sdpa_entry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                      std::optional<double> scale, bool enable_gqa) {
+  if (is_mpsrt(q) && !attn_mask && dropout_p == 0.0 && k.scalar_type() == q.scalar_type() &&
+      v.scalar_type() == q.scalar_type() && k.device() == q.device() && v.device() == q.device() &&
+      plain(q, k, v, enable_gqa) && enabled(q.device().index()) && direct_call({&q, &k, &v})) {
+    if (std::optional<Forward> r = kernel_forward(q, k, v, std::nullopt, 0.0, is_causal, scale)) {
+      return r->out;
+    }
+  }
+  return at::native::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
+                                                  enable_gqa);
+}
+
 namespace A = at::_ops;
+
+void register_entry(torch::Library& m) {
+  reg<A::scaled_dot_product_attention, &sdpa_entry>(m);
+}
 
 void register_attention(torch::Library& m) {
   reg<A::_transformer_encoder_layer_fwd, &encoder_layer>(m);
@@ -663,6 +716,11 @@ void register_attention(torch::Library& m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   mpsrt::torch_glue::ops::attention::register_attention(m);
+  mpsrt::torch_glue::ops::attention::register_entry(m);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  mpsrt::torch_glue::ops::attention::register_entry(m);
 }
 
 namespace at::native {

@@ -9,11 +9,15 @@
 //   and dy * (x - mean) in two passes, then the elementwise dx; dweight, dbias from the sums.
 //   native_group_norm (+ backward): the same ops over the (sample, group) rows of a contiguous
 //   input; the weight's and bias's gradients over (hw, sample) per channel.
+//   batch_norm itself (torch's composite op, above autograd): where nothing needs a gradient,
+//   straight to the kernels above; else torch's composition (see batch_norm_entry).
 // Float32, float16 and bfloat16 inputs (float32 math and statistics); parameters and running
 // statistics of a float dtype (float32 beside a reduced input, as torch's mixed type). What a
 // kernel does not take (other dtypes, 2^32 elements or more, a layout
 // whose reduction dims do not coalesce to 3) declines to the fallback.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/batch_norm_native.h>
+#include <ATen/ops/batch_norm_ops.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -33,8 +37,10 @@
 #include <tuple>
 #include <vector>
 
+#include "device/host_access.h"
 #include "norm/batch_norm.h"
 #include "ops/common.h"
+#include "ops/launch.h"
 #include "ops/storage.h"
 
 namespace mpsrt::torch_glue::ops::batch_norm {
@@ -149,6 +155,22 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
 [[nodiscard]] bool channel_stats(const Geometry& g, const at::Tensor& x, const at::Tensor& mean,
                                  const at::Tensor& invstd, const at::Tensor& rm,
                                  const at::Tensor& rv, uint32_t gn = 0) {
+  // MERGE's specialisations and its arguments 2-5 (the statistics written, the running ones
+  // updated where given).
+  const auto merging = [&](Launch& m) {
+    m.spec(bn::SPEC_DTS, dt(mean)).spec(bn::SPEC_HAS_RUN, rm.defined() ? 1 : 0);
+    m.spec(bn::SPEC_DTR, rm.defined() ? dt(rm) : dt(mean));
+    m.arg(mean, true).arg(invstd, true);
+    m.arg(rm.defined() ? rm : mean, rm.defined()).arg(rv.defined() ? rv : mean, rv.defined());
+  };
+  if (g.push.chunks == 1) {  // one launch, no partials
+    Launch sm = launch(bn::OP_STATS_MERGE, g, x, gn);
+    sm.arg(x, false).arg(x, false);
+    merging(sm);
+    sm.arg(x, false).arg(x, false);
+    chunk_groups(sm, g);
+    return sm.run();
+  }
   const at::Tensor part =
       new_empty({int64_t(g.push.channels) * g.push.chunks * 3}, at::kFloat, x.device());
   Launch s = launch(bn::OP_STATS, g, x, gn);
@@ -156,10 +178,8 @@ void params(Launch& l, const at::Tensor& w, const at::Tensor& b, const at::Tenso
   chunk_groups(s, g);
   if (!s.run()) return false;
   Launch m = launch(bn::OP_MERGE, g, x, gn);
-  m.spec(bn::SPEC_DTS, dt(mean)).spec(bn::SPEC_HAS_RUN, rm.defined() ? 1 : 0);
-  m.spec(bn::SPEC_DTR, rm.defined() ? dt(rm) : dt(mean));
-  m.arg(part, false).arg(part, false).arg(mean, true).arg(invstd, true);
-  m.arg(rm.defined() ? rm : mean, rm.defined()).arg(rv.defined() ? rv : mean, rv.defined());
+  m.arg(part, false).arg(part, false);
+  merging(m);
   m.arg(part, false).arg(part, false);
   return m.grid(g.push.channels, bn::LOCAL).run();
 }
@@ -455,7 +475,38 @@ std::optional<Tensors3> group_norm_backward(const at::Tensor& dy, const at::Tens
   return std::make_tuple(dx, dw, db);
 }
 
+// aten::batch_norm, registered above autograd (AutogradPrivateUse1) and below it (PrivateUse1,
+// for inference mode). torch's composition of it (at::native::batch_norm: its checks, the choice
+// of a backend, _batch_norm_impl_index, native_batch_norm through autograd) cost the host more
+// than the kernels' own enqueueing. Where the entry may call the kernels itself (direct_call:
+// autograd has nothing to do, no Python dispatch) and the operands are what the kernels take
+// (which torch's checks pass: one value per channel, running statistics in eval), the kernels run
+// directly (the running statistics updated in place, their versions left as torch's CPU kernels
+// leave them). Everything else (a gradient wanted, an empty input, what the kernels decline, a
+// dispatch mode, fake tensors) is torch's composition, raising torch's errors.
+at::Tensor batch_norm_entry(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias,
+                            const std::optional<at::Tensor>& running_mean,
+                            const std::optional<at::Tensor>& running_var, bool training,
+                            double momentum, double eps, bool cudnn_enabled) {
+  const at::Tensor w = value(weight), b = value(bias);
+  const at::Tensor rm = value(running_mean), rv = value(running_var);
+  if (is_mpsrt(input) && input.numel() > 0 && enabled(input.device().index()) &&
+      direct_call({&input, &w, &b, &rm, &rv})) {
+    if (std::optional<Tensors3> r =
+            batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)) {
+      return std::get<0>(*r);
+    }
+  }
+  return at::native::batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+                                eps, cudnn_enabled);
+}
+
 namespace A = at::_ops;
+
+void register_entry(torch::Library& m) {
+  reg<A::batch_norm, &batch_norm_entry>(m);
+}
 
 void register_ops(torch::Library& m) {
   reg<A::native_batch_norm, &batch_norm, HostPath::kTyped>(m);
@@ -475,4 +526,9 @@ void register_ops(torch::Library& m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   mpsrt::torch_glue::ops::batch_norm::register_ops(m);
+  mpsrt::torch_glue::ops::batch_norm::register_entry(m);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  mpsrt::torch_glue::ops::batch_norm::register_entry(m);
 }

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/Scalar.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -94,6 +97,22 @@ bool fits(V... v) {
 
 // ------------------------------------------------------------------ dtypes
 // The float dtypes the kernels compute (in float32 math).
+// Whether a composite op's entry above autograd (batch norm's, attention's: registered for
+// AutogradPrivateUse1) may run the kernels itself for a call with these operands (undefined ones
+// skipped): autograd has no work (no gradient to record, grad mode off or none required; no
+// forward-mode gradient to carry), and nothing below autograd would see the ops (no Python
+// dispatch: no TorchDispatchMode active, no tensor subclass or fake tensor among them).
+inline bool direct_call(std::initializer_list<const at::Tensor*> ts) {
+  if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python)) return false;
+  const bool grad = at::GradMode::is_enabled();
+  for (const at::Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (t->key_set().has(c10::DispatchKey::Python)) return false;
+    if ((grad && t->requires_grad()) || t->_fw_grad(0).defined()) return false;
+  }
+  return true;
+}
+
 inline bool is_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }

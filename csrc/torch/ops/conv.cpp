@@ -15,6 +15,13 @@
 // device memory where it is host-visible, staged host copies where it is discrete), counted by the
 // fallback under the generic op's name; the fallback also raises torch's errors for bad arguments.
 //
+// The kernel also sits at aten::convolution and aten::convolution_backward themselves: torch's
+// generic path to the overrideable ops (building and checking its ConvParams, choosing a backend)
+// cost more host time than the kernel's own enqueueing. There the kernel takes only what torch's
+// checks would pass (its geometry declines the rest), and everything else goes down torch's own
+// path (at::native's convolution ops), which raises torch's errors and ends in the overrideable ops
+// above.
+//
 // Memory format: torch decides an out-of-tree device's convolution outputs are contiguous
 // (_conv_determine_backend_memory_format for its Overrideable backend; torch.compile's fake
 // tensors say so), while the CPU's kernels keep a channels-last input's format. The outputs
@@ -23,7 +30,11 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/convolution_backward_native.h>
+#include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
+#include <ATen/ops/convolution_native.h>
+#include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sum.h>
@@ -154,6 +165,9 @@ bool geometry_ok(const Conv& c) {
   const Dims in = spatial(input);
   for (int i = 0; i < 3; ++i) {
     const int64_t span = c->d[i] * (c->k[i] - 1) + 1;
+    // torch's check of a transposed convolution's output padding (also one of the direct
+    // entries' checks: they take what torch's checks pass).
+    if (transposed && (op[i] < 0 || (op[i] >= c->s[i] && op[i] >= c->d[i]))) return false;
     if (transposed) {
       c->ys[i] = in[i];
       c->xs[i] = (in[i] - 1) * c->s[i] - 2 * c->p[i] + span + op[i];
@@ -405,6 +419,13 @@ std::optional<at::Tensor> forward_kernel(const at::Tensor& input, const at::Tens
   return g.out;
 }
 
+// Whether the direct entries may run the kernel: on the mpsrt device, kernels on, an input with
+// elements (torch's path answers an empty one with no kernel to run).
+bool direct_ok(const at::Tensor& input) {
+  return input.device().type() == c10::DeviceType::PrivateUse1 && enabled(input.device().index()) &&
+         input.numel() > 0;
+}
+
 // convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed,
 // output_padding, groups) -> Tensor: aten::convolution's arguments exactly.
 at::Tensor forward(const at::Tensor& input, const at::Tensor& weight,
@@ -487,6 +508,44 @@ Grads backward(const at::Tensor& grad_output, const at::Tensor& input, const at:
                            output_padding, groups, output_mask);
 }
 
+// aten::convolution: the kernel, or torch's own path.
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                       c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                       c10::IntArrayRef output_padding, int64_t groups) {
+  if (direct_ok(input)) {
+    if (std::optional<at::Tensor> r = forward_kernel(input, weight, bias, stride, padding, dilation,
+                                                     transposed, output_padding, groups)) {
+      return *r;
+    }
+  }
+  return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed,
+                                 output_padding, groups);
+}
+
+// aten::convolution_backward (bias_sizes only says whether a bias has a gradient: output_mask[2]
+// asks for it): the kernel, or torch's own path.
+Grads convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                           const at::Tensor& weight, at::OptionalIntArrayRef bias_sizes,
+                           c10::IntArrayRef stride, c10::IntArrayRef padding,
+                           c10::IntArrayRef dilation, bool transposed,
+                           c10::IntArrayRef output_padding, int64_t groups,
+                           std::array<bool, 3> output_mask) {
+  Conv c;
+  if (direct_ok(input) && operands_ok({&input, &grad_output, &weight}) &&
+      geometry(input, weight, stride, padding, dilation, transposed, output_padding, groups, &c) &&
+      grad_output.sizes() == c10::IntArrayRef(shape_of(c, transposed ? c.cx : c.cy,
+                                                       transposed ? c.xs : c.ys, input.dim()))) {
+    if (std::optional<Grads> r =
+            backward_kernel(grad_output, input, weight, c, transposed, output_mask)) {
+      return *r;
+    }
+  }
+  return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+                                          dilation, transposed, output_padding, groups,
+                                          output_mask);
+}
+
 }  // namespace
 }  // namespace mpsrt::torch_glue::ops::conv
 
@@ -495,4 +554,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using mpsrt::torch_glue::ops::reg_listed;
   reg_listed<at::_ops::convolution_overrideable, &c::forward>(m);
   reg_listed<at::_ops::convolution_backward_overrideable, &c::backward>(m);
+  reg_listed<at::_ops::convolution, &c::convolution>(m);
+  reg_listed<at::_ops::convolution_backward, &c::convolution_backward>(m);
 }
