@@ -262,6 +262,26 @@ def test_the_kernel_sits_at_convolution_itself(device_kernels: bool) -> None:
         torch.testing.assert_close(got.detach().cpu(), want, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_without_autograd_conv_nd_runs_the_kernel_itself(device_kernels: bool, dims: int) -> None:
+    # conv1d / conv2d / conv3d's entries above autograd: with nothing for autograd to do (grad
+    # mode off, or inference mode), the kernel runs without torch's composition (no
+    # aten::convolution dispatched), equal to torch CPU; unbatched inputs take the composition.
+    fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[dims]
+    x, w, b = case(dims, 3, 4, 3, 5)
+    for ctx in (torch.no_grad, torch.inference_mode):
+        with ctx():
+            got, names = _profiled(
+                lambda: fn(x.to("mpsrt"), w.to("mpsrt"), b.to("mpsrt"), padding=1)
+            )
+        assert f"aten::conv{dims}d" in names and "aten::convolution" not in names, names
+        torch.testing.assert_close(got.cpu(), fn(x, w, b, padding=1), atol=1e-5, rtol=1e-4)
+        with ctx():
+            got, names = _profiled(lambda: fn(x[0].to("mpsrt"), w.to("mpsrt"), padding=1))
+        assert "aten::convolution" in names
+        torch.testing.assert_close(got.cpu(), fn(x[0], w, padding=1), atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     "bad",
     ["output_padding_too_big", "negative_output_padding", "channels", "bias"],

@@ -17,7 +17,8 @@
 //
 // The kernel also sits at aten::convolution and aten::convolution_backward themselves: torch's
 // generic path to the overrideable ops (building and checking its ConvParams, choosing a backend)
-// cost more host time than the kernel's own enqueueing. There the kernel takes only what torch's
+// cost more host time than the kernel's own enqueueing; and at conv1d / conv2d / conv3d, above
+// autograd, where autograd has nothing to do (conv_nd). There the kernel takes only what torch's
 // checks would pass (its geometry declines the rest), and everything else goes down torch's own
 // path (at::native's convolution ops), which raises torch's errors and ends in the overrideable ops
 // above.
@@ -30,6 +31,12 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/conv1d_native.h>
+#include <ATen/ops/conv1d_ops.h>
+#include <ATen/ops/conv2d_native.h>
+#include <ATen/ops/conv2d_ops.h>
+#include <ATen/ops/conv3d_native.h>
+#include <ATen/ops/conv3d_ops.h>
 #include <ATen/ops/convolution_backward_native.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
@@ -546,6 +553,34 @@ Grads convolution_backward(const at::Tensor& grad_output, const at::Tensor& inpu
                                           output_mask);
 }
 
+// aten::conv1d / conv2d / conv3d (torch's composite ops over N spatial dims, `Native` their
+// composition), registered above autograd (AutogradPrivateUse1) and below it (PrivateUse1, for
+// inference mode): where the entry may run the kernel itself (direct_call: autograd has nothing
+// to do, no Python dispatch) on a batched input, the kernel runs directly; everything else (and
+// what the kernel declines) is torch's composition, which ends in aten::convolution above.
+template <int64_t N, auto Native>
+at::Tensor conv_nd(const at::Tensor& input, const at::Tensor& weight,
+                   const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                   c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  const at::Tensor b = bias ? *bias : at::Tensor();
+  if (input.dim() == N + 2 && direct_ok(input) && direct_call({&input, &weight, &b})) {
+    if (std::optional<at::Tensor> r = forward_kernel(input, weight, bias, stride, padding, dilation,
+                                                     false, c10::IntArrayRef(), groups)) {
+      return *r;
+    }
+  }
+  return Native(input, weight, bias, c10::fromIntArrayRefSlow(stride),
+                c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+                c10::SymInt(groups));
+}
+
+void register_conv_nd(torch::Library& m) {
+  namespace A = at::_ops;
+  reg<A::conv1d, &conv_nd<1, &at::native::conv1d_symint>>(m);
+  reg<A::conv2d, &conv_nd<2, &at::native::conv2d_symint>>(m);
+  reg<A::conv3d, &conv_nd<3, &at::native::conv3d_symint>>(m);
+}
+
 }  // namespace
 }  // namespace mpsrt::torch_glue::ops::conv
 
@@ -556,4 +591,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   reg_listed<at::_ops::convolution_backward_overrideable, &c::backward>(m);
   reg_listed<at::_ops::convolution, &c::convolution>(m);
   reg_listed<at::_ops::convolution_backward, &c::convolution_backward>(m);
+  c::register_conv_nd(m);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  mpsrt::torch_glue::ops::conv::register_conv_nd(m);
 }
