@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The extension module built the way the first GPU machine's compiler built it (a g++ wrapper
-# that linked libstdc++ statically and whose LTO could not run; README, "Building"):
+# that linked libstdc++ statically and whose LTO could not run; docs/building.md):
 #   - with a g++ whose lto-wrapper cannot run ("ld: error: could not run lto-wrapper"), the
 #     configure falls back to no LTO and says why (MPSRT_LTO=AUTO), and MPSRT_LTO=ON refuses;
 #   - built Release with -DMPSRT_STATIC_LIBSTDCXX=ON, the module needs no libstdc++.so or

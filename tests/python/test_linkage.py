@@ -1,4 +1,4 @@
-"""The extension modules' linkage: mpsrt._C's C++ runtime stays inside it (README, "Building").
+"""The extension modules' linkage: mpsrt._C's C++ runtime stays inside it (docs/building.md).
 
 Each module exports only its PyInit_<name>: mpsrt._C (the runtime) and mpsrt._bench (the bench's
 hooks, which reach that runtime through a capsule and link no core of their own). Any other

@@ -337,8 +337,8 @@ def test_torch_byte_tensor_state() -> None:
 
 # =========================================================================== random: every dtype
 # numbers on every dtype torch allows, Generator.clone_state. Each exact test computes the
-# expected values from the Philox words (randomgen) with the mapping of README's "Random
-# numbers" section, so it checks every backend bit for bit.
+# expected values from the Philox words (randomgen) with the mapping of docs/random.md ("Random
+# numbers"), so it checks every backend bit for bit.
 
 ALL_DTYPES = [
     "bool",

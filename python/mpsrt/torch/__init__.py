@@ -9,7 +9,7 @@ After the import, ``torch.empty(..., device="mpsrt")``, ``t.to("mpsrt")``, ``t.m
 
 The glue torch calls (``mpsrt/torch/csrc``, prebuilt or compiled at the first import: see
 ``_glue``) reaches the runtime that ``mpsrt._C`` holds through mpsrt's C API table only: why and
-how, the README's "One runtime per process".
+how, docs/torch-device.md, "One runtime per process".
 """
 
 from __future__ import annotations
