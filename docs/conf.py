@@ -12,6 +12,8 @@ autodoc imports the mpsrt that the running Python imports (an installed build: `
 
 from __future__ import annotations
 
+import re
+
 import mpsrt
 
 project = "mpsrt"
@@ -46,3 +48,39 @@ html_title = f"mpsrt {release}"
 nitpick_ignore_regex = [
     ("py:class", r"(collections\.abc|os|numpy|torch)\..*"),
 ]
+
+# The extension's docstrings are plain text, where a name such as `fill_` would read as a
+# reStructuredText reference: a trailing underscore outside ``literals`` is escaped.
+_LITERAL = re.compile(r"(``.*?``)")
+_TRAILING_UNDERSCORE = re.compile(r"(?<=\w)_(?!\w)")
+
+
+def _escape_trailing_underscores(app, what, name, obj, options, lines):
+    for i, line in enumerate(lines):
+        parts = _LITERAL.split(line)
+        lines[i] = "".join(
+            part if part.startswith("``") else _TRAILING_UNDERSCORE.sub(r"\\_", part)
+            for part in parts
+        )
+
+
+# The extension's functions are nanobind objects (`nanobind.nb_func`), which autodoc does not
+# take for functions: this documenter does, and their signatures come from the first line of
+# the docstrings nanobind writes. Custom documenters need autodoc's class-based implementation.
+autodoc_use_legacy_class_based = True
+
+
+def setup(app):
+    from sphinx.ext.autodoc import FunctionDocumenter, ModuleDocumenter
+
+    class NanobindFunctionDocumenter(FunctionDocumenter):
+        objtype = "nbfunction"
+        directivetype = "function"
+        priority = FunctionDocumenter.priority + 1
+
+        @classmethod
+        def can_document_member(cls, member, membername, isattr, parent):
+            return type(member).__name__ == "nb_func" and isinstance(parent, ModuleDocumenter)
+
+    app.add_autodocumenter(NanobindFunctionDocumenter)
+    app.connect("autodoc-process-docstring", _escape_trailing_underscores)
