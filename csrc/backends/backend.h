@@ -322,7 +322,7 @@ class TraceSink {
 
 /// The runtime's settings as a backend receives them (Backend::configure). Every MPSRT_*
 /// variable is read once, by the core's one options table (core/options.cpp), which validates
-/// and documents it (mpsrt::options(), the README); a backend looks up the variables that
+/// and documents it (mpsrt::options(), docs/environment.md); a backend looks up the variables that
 /// concern it by name and makes its own settings of them. A value is the text mpsrt::options()
 /// shows for the value in force (the default when unset): a decimal number ("50") or a word
 /// ("auto", "shared").

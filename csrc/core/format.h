@@ -12,7 +12,7 @@ std::string py_float(double v);
 
 /// `v` as C's printf("%g") writes it in the "C" locale, six significant digits: "1.7", "0.5",
 /// "1", "1e-07", "nan", "-inf" (what `std::ostream << v` prints with default flags). It uses
-/// std::to_chars, never an iostream or a locale: the core has none (README, "Building").
+/// std::to_chars, never an iostream or a locale: the core has none (docs/building.md).
 std::string c_float(double v);
 
 __extension__ typedef __int128 Int128;

@@ -43,7 +43,7 @@ using EnvLookup = std::function<const char*(const char* name)>;
 /// names the variable, the value and what is expected.
 Options parse_options(const EnvLookup& env);
 
-/// The table in human form, for mpsrt::options() and the README.
+/// The table in human form, for mpsrt::options() and docs/environment.md.
 std::vector<OptionInfo> describe_options(const Options& o);
 
 /// The table as the backend receives it (Backend::configure): each variable with the text of

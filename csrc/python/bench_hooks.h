@@ -2,10 +2,10 @@
 // exports as the PyCapsule `mpsrt._C._bench_hooks`, for the bench's own extension module
 // mpsrt._bench (bench.cpp) and nothing else. This header is where the hooks are documented.
 //
-// Why a table: the core is linked statically into mpsrt._C with hidden symbols (README, "The
-// module keeps its C++ runtime to itself"), so a second module that linked the core again would
-// hold a second runtime (allocator, streams, profiler). mpsrt._bench links no core: it reaches
-// the one runtime of mpsrt._C through this table.
+// Why a table: the core is linked statically into mpsrt._C with hidden symbols (docs/building.md,
+// "The module keeps its C++ runtime to itself"), so a second module that linked the core again
+// would hold a second runtime (allocator, streams, profiler). mpsrt._bench links no core: it
+// reaches the one runtime of mpsrt._C through this table.
 //
 // Why the timed loops are in the table (bench_hooks.cpp, compiled into mpsrt._C) rather than in
 // mpsrt._bench: the operations they time take a few ns (a signpost with the profiler off, a

@@ -3,7 +3,7 @@
 // (mpsrt/torch/_glue.py: one translation unit; each file keeps its names in its own namespace)
 // and calls mpsrt_torch::_init (below) with the address of the library's C API table
 // (mpsrt_c_api(), csrc/c_api/), which mpsrt._C exports as the capsule mpsrt._C._c_api over the
-// runtime it holds: the glue's only way into it (the README's "One runtime per process").
+// runtime it holds: the glue's only way into it (docs/torch-device.md, "One runtime per process").
 //
 // The folder, by role:
 //   device/    the device runtime glue: runtime_client.* (the C API table and mpsrt's errors,

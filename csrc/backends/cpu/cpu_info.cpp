@@ -23,7 +23,7 @@ std::string trim(std::string s) {
 }
 
 // /proc and /sys are read with C stdio, not iostreams: the runtime uses no iostream or locale
-// (README, "Building": an extension that links libstdc++ statically beside another one).
+// (docs/building.md: an extension that links libstdc++ statically beside another one).
 
 // Reads a byte count from a cgroup file; "max", a missing file or anything else that is not a
 // decimal number means no limit.
