@@ -1,6 +1,6 @@
 """Checks a wheel repaired by auditwheel (.ci/run, step "wheel: ..."); prints its summary.
 
-    python .ci/wheel_check.py WHEELHOUSE/mpsrt-*.whl [--expect-glue]
+    python .ci/wheel_check.py WHEELHOUSE/mpsrt-*.whl [--expect-glue=2.13,2.14,...]
 
 - the file name and `auditwheel show` name a manylinux tag;
 - the only libraries outside the manylinux policy are torch's own (libtorch*, libc10*,
@@ -9,7 +9,8 @@
 - the wheel carries the two extension modules, mpsrt._C (the runtime) and mpsrt._bench (the
   bench's hooks, which reach mpsrt._C's runtime through a capsule), and neither has a DT_NEEDED
   on libvulkan (volk is compiled into mpsrt._C: the wheel imports where Vulkan is absent);
-- with --expect-glue, the wheel carries at least one prebuilt glue in mpsrt/torch/_prebuilt/.
+- with --expect-glue=VERSIONS, the wheel carries a prebuilt glue in mpsrt/torch/_prebuilt/ for
+  each torch major.minor listed (glue-torch<major>.<minor>.so and its .json).
 Linux only (readelf from binutils, auditwheel on PATH). Exits 1 with the reasons on failure.
 """
 
@@ -37,7 +38,7 @@ def is_torch_lib(name: str) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in TORCH_LIBS)
 
 
-def check(wheel: str, expect_glue: bool) -> list[str]:
+def check(wheel: str, expect_glue: list[str]) -> list[str]:
     errors = []
     name = os.path.basename(wheel)
     if "manylinux" not in name:
@@ -73,17 +74,21 @@ def check(wheel: str, expect_glue: bool) -> list[str]:
                 errors.append(f"{m} needs {bad} (volk is compiled in; torch is the glue's)")
         for g in glues:
             print(f"{g}  ({z.getinfo(g).file_size / 2**20:.2f} MiB)")
-        if expect_glue and not any(g.endswith((".so", ".pyd", ".dylib")) for g in glues):
-            errors.append("no prebuilt glue in mpsrt/torch/_prebuilt/ (--expect-glue)")
+        for minor in expect_glue:
+            for suffix in (".so", ".json"):
+                name = f"mpsrt/torch/_prebuilt/glue-torch{minor}{suffix}"
+                if name not in glues:
+                    errors.append(f"no {name} in the wheel (--expect-glue)")
     return errors
 
 
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if a != "--expect-glue"]
-    if len(args) != 1:
+    args = [a for a in argv if not a.startswith("--expect-glue=")]
+    expect = [a.split("=", 1)[1] for a in argv if a.startswith("--expect-glue=")]
+    if len(args) != 1 or len(expect) > 1 or args[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
-    errors = check(args[0], expect_glue="--expect-glue" in argv)
+    errors = check(args[0], expect_glue=[v for v in "".join(expect).split(",") if v])
     for e in errors:
         print(f"FAIL: {e}")
     return 1 if errors else 0

@@ -53,6 +53,65 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip(why)
 
 
+# Which test modules ran and which were skipped as a whole, and why (the controller's view: with
+# xdist the workers' reports come here). MPSRT_TEST_EVERY_AREA=1 (CI's run of the README's
+# command, on a machine that has everything the suite uses but a Metal device) fails the run
+# when a module ran no test at all: a missing package or tool must not silently drop an area.
+_EVERY_AREA = os.environ.get("MPSRT_TEST_EVERY_AREA") == "1"
+_RAN: set[str] = set()
+_SKIPPED: dict[str, str] = {}
+_LONG_REASONS: dict[str, str] = {}
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _note_skip(nodeid: str, report: pytest.CollectReport | pytest.TestReport) -> None:
+    module = nodeid.split("::")[0]
+    reason = _skip_reason(report)
+    _SKIPPED.setdefault(module, reason)
+    if "\n" in reason.strip():
+        _LONG_REASONS.setdefault(nodeid, reason)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:
+        _note_skip(report.nodeid, report)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _note_skip(report.nodeid, report)
+    elif report.when == "call":
+        _RAN.add(report.nodeid.split("::")[0])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    # A module skipped because a run is opt-in ("set MPSRT_BIG_BUFFER_GIB ... to run": CI runs
+    # those in steps of their own) is not a missing area.
+    whole = {m: r for m, r in _SKIPPED.items() if m not in _RAN and not r.startswith("set MPSRT_")}
+    write = terminalreporter.write_line
+    if whole:
+        write(f"modules that ran no test ({len(whole)}):")
+        for module, reason in sorted(whole.items()):
+            write(f"  {module}: {reason}")
+    for nodeid, reason in sorted(_LONG_REASONS.items()):
+        write(f"skip reason of {nodeid} is not one line: {reason!r}", red=True)
+    if _EVERY_AREA and (whole or _LONG_REASONS):
+        write(
+            "MPSRT_TEST_EVERY_AREA=1: every module must run and every skip must say why in one "
+            "line (above); install what the reason names",
+            red=True,
+        )
+        terminalreporter._session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Collection leaves hundreds of thousands of long-lived objects (hypothesis strategies,
     # parametrised items). Moving them out of the collector's generations keeps each of the

@@ -53,8 +53,10 @@ GLUE_DIR_ENV = "MPSRT_TORCH_GLUE_DIR"
 BUILD_WAIT_SECONDS = 900.0
 _STAMP = "mpsrt-build-stamp"
 _BUILD_LOCK = "mpsrt-build.lock"
-# The lock file torch's cpp_extension.load creates while it builds and removes after; a build
-# killed in between leaves it behind, and torch then waits on it forever.
+# The lock file of torch's cpp_extension.load. Up to torch 2.13 its existence is the lock (a
+# FileBaton, removed after the build): a build killed in between leaves it behind, and torch then
+# waits on it forever. Newer torch holds an advisory lock on it (the file stays; the kernel frees
+# the lock when its holder dies). Under the builders' lock no torch build runs, so it is removed.
 _TORCH_BATON = "lock"
 
 
