@@ -62,7 +62,11 @@ def _attention(
     out = F.scaled_dot_product_attention(*leaves, attn_mask=m, **kw)
     out.backward(grad)
     grads = [t.grad for t in leaves] + ([m.grad] if m is not None and m.requires_grad else [])
-    return out.detach(), grads, type(out.grad_fn).__name__
+    # Newer torch runs 3-D inputs as 4-D (unsqueezed in, squeezed out): the op's node is below.
+    node = out.grad_fn
+    while type(node).__name__.startswith(("SqueezeBackward", "UnsqueezeBackward")):
+        node = node.next_functions[0][0]
+    return out.detach(), grads, type(node).__name__
 
 
 def _check(
