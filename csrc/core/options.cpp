@@ -64,7 +64,12 @@ struct Entry {
 
 const Entry kTable[] = {
     {"MPSRT_BACKEND", "", "(best available)",
-     "Backend to use: cpu, vulkan or metal. Unset: the best available one (metal, vulkan, cpu).",
+     "Backend to use: cpu, vulkan or metal. Unset picks, in order: metal; vulkan on a hardware "
+     "GPU (discrete, integrated or virtual); cpu; and only then a Vulkan device that is software "
+     "running on the CPU (Mesa's lavapipe, SwiftShader), many times slower than the cpu backend "
+     "on the same cores. mpsrt.backend_info()['reason'] says what was chosen and what was passed "
+     "over. Naming a backend always uses it; an unbuilt or unknown one is an error that lists "
+     "the built ones.",
      [](const char* var, const std::string& t, Options& o) {
        if (t != "cpu" && t != "vulkan" && t != "metal") {
          std::string built;
@@ -153,16 +158,18 @@ const Entry kTable[] = {
      },
      [](const Options& o) { return std::to_string(o.cpu_threads); }},
     {"MPSRT_VULKAN_SPIN_US", "", "20",
-     "vulkan backend: microseconds a host wait for the device polls before it blocks in the "
-     "driver (0 blocks at once).",
+     "vulkan backend: microseconds a host wait for the device (a synchronize, an event, "
+     "back-pressure) polls the semaphore before it blocks in the driver (0 blocks at once).",
      [](const char* var, const std::string& t, Options& o) {
        o.vulkan_spin_us =
            static_cast<int64_t>(parse_uint(var, t, 0, 1000000, "an integer from 0 to 1000000"));
      },
      [](const Options& o) { return std::to_string(o.vulkan_spin_us); }},
     {"MPSRT_VULKAN_QUEUES", "", "stream",
-     "vulkan backend: stream (a VkQueue per stream while the device has enough) or shared (one "
-     "VkQueue; each stream orders its own work with semaphore waits, not queue-wide barriers).",
+     "vulkan backend: stream (a VkQueue per stream while the device has enough, up to 8; a "
+     "stream's segments ordered by a barrier) or shared (one VkQueue; each stream orders its own "
+     "segments with a wait on its own semaphore, so that different streams' work may overlap in "
+     "the queue). Which overlaps streams better depends on the GPU; both are correct.",
      [](const char* var, const std::string& t, Options& o) {
        if (t != "stream" && t != "shared") bad_value(var, t, "stream or shared");
        o.vulkan_shared_queue = t == "shared";

@@ -292,32 +292,50 @@ BufferObject copy_(nb::handle self, CopySourceArg source) {
 
 // What a Buffer is: shape, dtype, sizes, device, address, and the memory it views.
 void bind_properties(nb::class_<PyBuffer>& cls) {
-  cls.def_prop_ro("shape",
-                  [](const PyBuffer& b) {
-                    nb::list l;
-                    for (int64_t d : b.shape) l.append(d);
-                    return nb::typed<nb::tuple, int, nb::ellipsis>(nb::tuple(l));
-                  })
-      .def_prop_ro("dtype", [](const PyBuffer& b) { return b.dtype->name; })
-      .def_prop_ro("itemsize", [](const PyBuffer& b) { return itemsize(*b.dtype); })
-      .def_prop_ro("nbytes", [](const PyBuffer& b) { return b.nbytes; })
-      .def_prop_ro("device", [](const PyBuffer& b) { return b.device; })
-      .def_prop_ro("data_ptr",
-                   [](const PyBuffer& b) {
-                     check_live(b);
-                     return b.buf.address();
-                   })
+  cls.def_prop_ro(
+         "shape",
+         [](const PyBuffer& b) {
+           nb::list l;
+           for (int64_t d : b.shape) l.append(d);
+           return nb::typed<nb::tuple, int, nb::ellipsis>(nb::tuple(l));
+         },
+         "tuple[int, ...]: The size of each dimension (() for a 0-d Buffer).")
+      .def_prop_ro(
+          "dtype", [](const PyBuffer& b) { return b.dtype->name; },
+          "str: The element type's name, one of 'uint8', 'int8', 'int16', 'uint16', 'int32',\n"
+          "'uint32', 'int64', 'uint64', 'float16', 'bfloat16', 'float32', 'float64', 'bool'.")
+      .def_prop_ro(
+          "itemsize", [](const PyBuffer& b) { return itemsize(*b.dtype); },
+          "int: Bytes per element.")
+      .def_prop_ro(
+          "nbytes", [](const PyBuffer& b) { return b.nbytes; },
+          "int: The size in bytes (elements x itemsize).")
+      .def_prop_ro(
+          "device", [](const PyBuffer& b) { return b.device; },
+          "int: The index of the Buffer's device.")
+      .def_prop_ro(
+          "data_ptr",
+          [](const PyBuffer& b) {
+            check_live(b);
+            return b.buf.address();
+          },
+          "int: The address of the first byte (a host address on unified memory, a device\n"
+          "address on discrete memory).\n"
+          "\n"
+          "Raises:\n"
+          "    ValueError: The Buffer was released (free()).")
       .def_prop_ro(
           "base",
           [](const PyBuffer& b) -> std::optional<BufferObject> {
             if (!b.base.is_valid() || b.base.is_none()) return std::nullopt;
             return BufferObject(b.base);
           },
-          "The Buffer whose memory this view shares (the original owner, also for a view of a "
-          "view), or None.")
+          "mpsrt.Buffer | None: The Buffer whose memory this view shares (the original owner,\n"
+          "also for a view of a view), or None.")
       .def_prop_ro(
           "byte_offset", [](const PyBuffer& b) { return b.buf.offset(); },
-          "Bytes from the start of the memory to this Buffer's first byte (0 unless a view).");
+          "int: Bytes from the start of the memory to this Buffer's first byte (0 unless a\n"
+          "view).");
 }
 
 // Views (view(), buf[i], buf[a:b]), len() along the first dimension, and repr().
@@ -325,9 +343,23 @@ void bind_views(nb::class_<PyBuffer>& cls) {
   cls.def("view", &view_method, nb::arg("offset") = 0, nb::arg("shape") = nb::none(),
           nb::arg("dtype") = nb::none(),
           "A Buffer over this one's bytes [offset, offset + its size): the same memory, kept\n"
-          "alive while the view lives. offset in bytes (a multiple of the dtype's itemsize\n"
-          "from the start of the memory); shape: default all bytes from offset as 1-D;\n"
-          "dtype: default this Buffer's (a reinterpretation, as numpy's view).")
+          "alive while the view lives.\n"
+          "\n"
+          "Args:\n"
+          "    offset: Bytes from this Buffer's start (a multiple of the dtype's itemsize from\n"
+          "        the start of the memory).\n"
+          "    shape: The view's shape; None: every byte from offset, as 1-D.\n"
+          "    dtype: The view's dtype; None: this Buffer's (another one reinterprets the\n"
+          "        bytes, as numpy's view).\n"
+          "\n"
+          "Returns:\n"
+          "    mpsrt.Buffer: The view (its base is the Buffer that owns the memory).\n"
+          "\n"
+          "Raises:\n"
+          "    TypeError: An argument has a wrong type.\n"
+          "    ValueError: The range does not fit in the Buffer, is not a whole number of\n"
+          "        elements, or is misaligned; the Buffer is a strided view; or it was\n"
+          "        released.")
       .def("__getitem__", &getitem, nb::arg("key").none(),
            nb::sig("def __getitem__(self, key: int | slice) -> Buffer"),
            "buf[i] / buf[a:b]: a view of row i / rows a..b along the first dimension.")
@@ -342,11 +374,36 @@ void bind_views(nb::class_<PyBuffer>& cls) {
 void bind_fills_and_copies(nb::class_<PyBuffer>& cls) {
   cls.def("fill_", &fill_, nb::arg("value").none(),
           nb::sig("def fill_(self, value: bool | int | float) -> Buffer"),
-          "Fills every element with value, on the current stream.")
+          "Fills every element with value, on the current stream.\n"
+          "\n"
+          "Args:\n"
+          "    value: A bool, int or float that the dtype can hold.\n"
+          "\n"
+          "Returns:\n"
+          "    mpsrt.Buffer: This Buffer.\n"
+          "\n"
+          "Raises:\n"
+          "    TypeError: value is not a bool, int or float.\n"
+          "    ValueError: value is out of the dtype's range, or the Buffer was released.")
       .def("copy_", &copy_, nb::arg("src").none(),
            nb::sig("def copy_(self, src: Buffer | numpy.typing.ArrayLike) -> Buffer"),
-           "Copies a Buffer (on the current stream) or host data of equal size (complete when it\n"
-           "returns, after pending work; staged on discrete memory).")
+           "Copies a Buffer or host data of equal size into this Buffer.\n"
+           "\n"
+           "A Buffer is copied on the current stream (bytes; a strided view element by\n"
+           "element); host data is copied after the pending work, complete when copy_()\n"
+           "returns (staged on discrete memory).\n"
+           "\n"
+           "Args:\n"
+           "    src: An mpsrt.Buffer, or host data with a numeric dtype (a numpy array or\n"
+           "        anything numpy.ascontiguousarray() takes) of the same number of bytes.\n"
+           "\n"
+           "Returns:\n"
+           "    mpsrt.Buffer: This Buffer.\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: src is None, text, or data without a numeric dtype.\n"
+           "    ValueError: The sizes differ (the shapes or itemsizes, for a strided view), or\n"
+           "        either Buffer was released.")
       .def(
           "record_stream",
           [](PyBuffer& b, StreamArg stream) {
@@ -355,17 +412,27 @@ void bind_fills_and_copies(nb::class_<PyBuffer>& cls) {
             b.buf.record_stream(s);
           },
           nb::arg("stream"),
-          "Marks the buffer as used by `stream`: its memory is not reused elsewhere until the "
-          "stream's work so far is done (commands on other streams record this themselves).")
+          "Marks the Buffer as used by a stream: its memory is not reused elsewhere until the\n"
+          "stream's work so far is done (commands on other streams record this themselves).\n"
+          "\n"
+          "Args:\n"
+          "    stream: The mpsrt.Stream that uses the Buffer.\n"
+          "\n"
+          "Raises:\n"
+          "    TypeError: stream is not an mpsrt.Stream.\n"
+          "    ValueError: The Buffer was released.")
       .def(
           "free",
           [](PyBuffer& b) {
             if (b.exports > 0) throw nb::buffer_error("free(): numpy/DLPack views are alive");
             b.buf.reset();
           },
-          "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be "
-          "used. While views share the memory, only this Buffer's hold goes: the last Buffer "
-          "over the memory returns it.");
+          "Returns the memory to the cache now (stream-ordered); the Buffer can no longer be\n"
+          "used. While views share the memory, only this Buffer's hold goes: the last Buffer\n"
+          "over the memory returns it.\n"
+          "\n"
+          "Raises:\n"
+          "    BufferError: numpy arrays or DLPack capsules over the memory are alive.");
 }
 
 void bind_empty(nb::module_& m) {
@@ -397,13 +464,67 @@ void bind_empty(nb::module_& m) {
       nb::sig("def empty(size: int | collections.abc.Sequence[int], dtype: str | "
               "numpy.dtype[typing.Any] | type | None = None, device: int | str | None = None, "
               "stream: Stream | None = None) -> Buffer"),
-      "Uninitialised device memory from the caching allocator.");
+      "Uninitialised device memory from the caching allocator.\n"
+      "\n"
+      "Args:\n"
+      "    size: The shape: an int or a sequence of ints, each >= 0.\n"
+      "    dtype: The element type: a name ('float32'), a numpy dtype or type; None: uint8.\n"
+      "    device: The device (an index, a device string such as 'mps:0', or None: the\n"
+      "        stream's device, else the current device).\n"
+      "    stream: The mpsrt.Stream the memory is first used on; None: the current stream.\n"
+      "\n"
+      "Returns:\n"
+      "    mpsrt.Buffer: A contiguous Buffer of that shape and dtype.\n"
+      "\n"
+      "Raises:\n"
+      "    TypeError: An argument has a wrong type.\n"
+      "    ValueError: A size is negative, the dtype is unknown, the device does not exist,\n"
+      "        or the stream is on another device.\n"
+      "    mpsrt.OutOfMemoryError: The allocator cannot provide the memory (the message says\n"
+      "        what is allocated, cached and the limit).\n"
+      "\n"
+      "Example:\n"
+      "    >>> import mpsrt\n"
+      "    >>> buf = mpsrt.empty((2, 3), dtype='float32')\n"
+      "    >>> buf\n"
+      "    Buffer(shape=(2, 3), dtype=float32, device=0, nbytes=24)\n"
+      "    >>> buf.fill_(0.5).numpy()\n"
+      "    array([[0.5, 0.5, 0.5],\n"
+      "           [0.5, 0.5, 0.5]], dtype=float32)\n");
 }
 
 }  // namespace
 
 nb::class_<PyBuffer> init_buffer(nb::module_& m) {
-  nb::class_<PyBuffer> cls(m, "Buffer", "Device memory from the caching allocator.");
+  nb::class_<PyBuffer> cls(
+      m, "Buffer",
+      "Device memory from the caching allocator: a shape, a dtype and a device.\n"
+      "\n"
+      "Made by empty() and the random functions, or as a view of another Buffer\n"
+      "(buf[i], buf[a:b], view(), narrow()). Fills and copies run on the current stream;\n"
+      "numpy() and DLPack (numpy.from_dlpack, torch.from_dlpack) give its elements to the\n"
+      "host, sharing the memory where it is host-visible (unified memory). Freeing is\n"
+      "stream-ordered: the memory returns to the cache when the last Buffer over it goes\n"
+      "and its last use on the device is done.\n"
+      "\n"
+      "Example:\n"
+      "    >>> import mpsrt\n"
+      "    >>> import numpy as np\n"
+      "    >>> buf = mpsrt.empty((2, 4), dtype='float32').fill_(1.0)\n"
+      "    >>> buf.shape, buf.dtype, buf.nbytes, buf.stride()\n"
+      "    ((2, 4), 'float32', 32, (4, 1))\n"
+      "    >>> row = buf[1]  # a view: the same memory\n"
+      "    >>> row.copy_(np.arange(4, dtype=np.float32)).base is buf\n"
+      "    True\n"
+      "    >>> buf.numpy()\n"
+      "    array([[1., 1., 1., 1.],\n"
+      "           [0., 1., 2., 3.]], dtype=float32)\n"
+      "    >>> col = buf.narrow(1, 2, 1)  # a strided view\n"
+      "    >>> col.shape, col.is_contiguous()\n"
+      "    ((2, 1), False)\n"
+      "    >>> col.fill_(9.0).numpy().ravel()\n"
+      "    array([9., 9.], dtype=float32)\n"
+      "    >>> buf.free()  # the memory goes back to the cache now\n");
   bind_properties(cls);
   bind_views(cls);
   bind_host_access(cls);  // buffer_host.cpp: _raw(), __dlpack__(), __dlpack_device__()

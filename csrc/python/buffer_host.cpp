@@ -336,9 +336,16 @@ void bind_host_access(nb::class_<PyBuffer>& cls) {
 
 void bind_numpy(nb::class_<PyBuffer>& cls) {
   cls.def("numpy", &numpy_view, nb::sig("def numpy(self) -> numpy.typing.NDArray[typing.Any]"),
-          "The elements as a numpy array, after pending work: on unified memory an array\n"
-          "sharing the memory; on discrete memory a host copy owning its bytes (writes to it do\n"
-          "not reach the device; copy_() does).");
+          "The elements as a numpy array, after the Buffer's pending work.\n"
+          "\n"
+          "Returns:\n"
+          "    numpy.ndarray: On unified memory an array sharing the memory; on discrete\n"
+          "    memory a host copy owning its bytes (writes to it do not reach the device;\n"
+          "    copy_() does).\n"
+          "\n"
+          "Raises:\n"
+          "    TypeError: The dtype is bfloat16 (numpy has none; use torch.from_dlpack()).\n"
+          "    ValueError: The Buffer was released.");
 }
 
 }  // namespace mpsrt::python

@@ -247,18 +247,43 @@ void copy_strided_from_host(PyBuffer& dst, const void* src) {
 void bind_strided(nb::class_<PyBuffer>& cls) {
   cls.def("narrow", &narrow, nb::arg("dim"), nb::arg("start"), nb::arg("length"),
           nb::sig("def narrow(self, dim: int, start: int, length: int) -> Buffer"),
-          "A view of indices [start, start + length) of dimension dim, as torch's narrow(): the\n"
-          "same memory, with torch's shape, strides (stride()) and offset; a strided view where\n"
-          "the elements are not contiguous (is_contiguous() False). Strided views work with fill_, "
-          "copy_, numpy(),\n"
-          "DLPack, indexing and narrow(); view(), _raw() and the random fills need contiguous\n"
-          "memory and refuse them.")
+          "A view of indices [start, start + length) of dimension dim, as torch's narrow().\n"
+          "\n"
+          "The same memory, with torch's shape, strides (stride()) and offset; a strided view\n"
+          "where the elements are not contiguous (is_contiguous() False). Strided views work\n"
+          "with fill_, copy_, numpy(), DLPack, indexing and narrow(); view() and the random\n"
+          "fills need contiguous memory and refuse them.\n"
+          "\n"
+          "Args:\n"
+          "    dim: The dimension (negative: from the end).\n"
+          "    start: The first index kept (negative: from the end).\n"
+          "    length: How many indices are kept, >= 0.\n"
+          "\n"
+          "Returns:\n"
+          "    mpsrt.Buffer: The view.\n"
+          "\n"
+          "Raises:\n"
+          "    IndexError: dim is out of range.\n"
+          "    ValueError: start + length exceeds the dimension's size.")
       .def("stride", &stride, nb::arg("dim") = nb::none(),
            nb::sig("def stride(self, dim: int | None = None) -> tuple[int, ...] | int"),
-           "The element strides (torch's Tensor.stride()): row-major for a contiguous Buffer.")
+           "The element strides, as torch's Tensor.stride(): row-major for a contiguous Buffer.\n"
+           "\n"
+           "Args:\n"
+           "    dim: A dimension (negative: from the end), or None for all.\n"
+           "\n"
+           "Returns:\n"
+           "    tuple[int, ...] | int: Every dimension's stride, or dim's.\n"
+           "\n"
+           "Raises:\n"
+           "    IndexError: dim is out of range.")
       .def(
           "is_contiguous", [](const PyBuffer& b) { return !is_strided(b); },
-          "False for a strided view, True otherwise (torch's Tensor.is_contiguous()).");
+          "Whether the elements are contiguous in row-major order (torch's\n"
+          "Tensor.is_contiguous()).\n"
+          "\n"
+          "Returns:\n"
+          "    bool: False for a strided view, True otherwise.");
 }
 
 }  // namespace mpsrt::python

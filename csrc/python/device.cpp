@@ -61,16 +61,42 @@ int device_arg(nb::handle device, const char* caller) {
 
 void init_device(nb::module_& m) {
   using nb::gil_scoped_release;
-  nb::class_<DeviceProperties>(m, "DeviceProperties", "What a device is and offers (bytes).")
-      .def_ro("index", &DeviceProperties::index)
-      .def_ro("name", &DeviceProperties::name)
-      .def_ro("backend", &DeviceProperties::backend)
-      .def_ro("total_memory", &DeviceProperties::total_memory)
-      .def_ro("recommended_max_memory", &DeviceProperties::recommended_max_memory)
-      .def_ro("max_buffer_size", &DeviceProperties::max_buffer_size)
-      .def_ro("unified_memory", &DeviceProperties::unified_memory)
-      .def_ro("timestamp_period_ns", &DeviceProperties::timestamp_period_ns)
-      .def_ro("details", &DeviceProperties::details)
+  nb::class_<DeviceProperties>(
+      m, "DeviceProperties",
+      "What a device is and offers (sizes in bytes), as get_device_properties() returns it.\n"
+      "\n"
+      "Read-only; two objects are equal when they describe the same device.\n"
+      "\n"
+      "Example:\n"
+      "    >>> import mpsrt\n"
+      "    >>> props = mpsrt.get_device_properties(0)\n"
+      "    >>> props.index, props.backend == mpsrt.backend()\n"
+      "    (0, True)\n"
+      "    >>> props.recommended_max_memory <= props.total_memory\n"
+      "    True\n"
+      "    >>> props == mpsrt.get_device_properties(0)\n"
+      "    True\n")
+      .def_ro("index", &DeviceProperties::index,
+              "int: The device's index (0 <= index < device_count()).")
+      .def_ro("name", &DeviceProperties::name, "str: The device's name, as its driver reports it.")
+      .def_ro("backend", &DeviceProperties::backend,
+              "str: The backend the device belongs to ('cpu', 'vulkan' or 'metal').")
+      .def_ro("total_memory", &DeviceProperties::total_memory,
+              "int: The device's memory in bytes (host memory on the cpu backend).")
+      .def_ro("recommended_max_memory", &DeviceProperties::recommended_max_memory,
+              "int: The recommended working-set size in bytes; set_per_process_memory_fraction()\n"
+              "limits are fractions of it.")
+      .def_ro("max_buffer_size", &DeviceProperties::max_buffer_size,
+              "int: The largest single allocation in bytes; a larger empty() raises\n"
+              "OutOfMemoryError.")
+      .def_ro("unified_memory", &DeviceProperties::unified_memory,
+              "bool: True when device memory is host memory (numpy() and DLPack alias it), False\n"
+              "for discrete memory (every host access is a copy).")
+      .def_ro("timestamp_period_ns", &DeviceProperties::timestamp_period_ns,
+              "float: Nanoseconds per tick of the device's timestamps (what Event.elapsed_time()\n"
+              "reads).")
+      .def_ro("details", &DeviceProperties::details,
+              "str: Backend-specific details in free text (driver, API version, kernel setup).")
       .def("__repr__", &props_repr)
       .def(
           "__eq__",
@@ -83,14 +109,69 @@ void init_device(nb::module_& m) {
           "Equal when both describe the same device.")
       .def("__hash__", [](const DeviceProperties& p) { return nb::hash(nb::cast(props_key(p))); });
 
-  m.def("is_available", &is_available, "True when the active backend has a device.");
-  m.def("backend", &backend_name, "The active backend: 'cpu', 'vulkan' or 'metal'.");
+  m.def("is_available", &is_available,
+        "Whether the active backend has a device.\n"
+        "\n"
+        "Returns:\n"
+        "    bool: True when a device of the active backend exists (always on cpu).\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> mpsrt.is_available()\n"
+        "    True\n");
+  m.def("backend", &backend_name,
+        "The active backend, chosen once per process.\n"
+        "\n"
+        "MPSRT_BACKEND chooses it; unset, the best backend that is built and available\n"
+        "(backend_info() says why).\n"
+        "\n"
+        "Returns:\n"
+        "    str: 'cpu', 'vulkan' or 'metal'.\n"
+        "\n"
+        "Raises:\n"
+        "    ValueError: MPSRT_BACKEND is not a backend name, or names one that is not built\n"
+        "        (raised by the first call that starts the runtime).\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> mpsrt.backend() in ('cpu', 'vulkan', 'metal')\n"
+        "    True\n");
   m.def("backend_reason", &backend_reason, "Why the active backend was chosen.");
   m.def("built_backends", &built_backends, "Backends compiled into this build.");
   m.def("available_backends", &available_backends,
-        "Backends compiled into this build that work on this machine, best first.");
-  m.def("device_count", &device_count, "Number of devices of the active backend.");
-  m.def("current_device", &current_device, "The calling thread's current device index.");
+        "The backends built into this package that work on this machine.\n"
+        "\n"
+        "Returns:\n"
+        "    list[str]: Backend names, best first; 'cpu' is always among them.\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> 'cpu' in mpsrt.available_backends()\n"
+        "    True\n");
+  m.def("device_count", &device_count,
+        "The number of devices of the active backend.\n"
+        "\n"
+        "On cpu, MPSRT_CPU_DEVICES sets it (default 1).\n"
+        "\n"
+        "Returns:\n"
+        "    int: The device count, at least 1.\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> mpsrt.device_count() >= 1\n"
+        "    True\n");
+  m.def("current_device", &current_device,
+        "The calling thread's current device.\n"
+        "\n"
+        "Returns:\n"
+        "    int: The index of the device that calls without a device argument use (0 until\n"
+        "    set_device() or a device() block changes it).\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> with mpsrt.device(0):\n"
+        "    ...     mpsrt.current_device()\n"
+        "    0\n");
   m.def("set_device", &set_device, nb::arg("index"),
         "Sets the calling thread's current device; returns the previous one.");
   m.def("get_device_properties", &get_device_properties, nb::arg("index") = -1);

@@ -317,37 +317,105 @@ void init_random(nb::module_& m, nb::class_<PyBuffer>& buffer) {
 namespace {
 
 void bind_generator(nb::module_& m) {
-  nb::class_<Generator>(m, "Generator", "A Philox4x32-10 generator: a (seed, offset) state.")
+  nb::class_<Generator>(
+      m, "Generator",
+      "A Philox4x32-10 random number generator of a device: a (seed, offset) state.\n"
+      "\n"
+      "Random functions and fills take one as generator=; without one they use the\n"
+      "device's default generator (default_generator()). The numbers depend only on the\n"
+      "seed and offset, not on the backend, the stream or the thread count.\n"
+      "\n"
+      "Args:\n"
+      "    device: The device (an index, a device string such as 'mps:0', or None for the\n"
+      "        current device).\n"
+      "\n"
+      "Raises:\n"
+      "    TypeError: device has a wrong type.\n"
+      "    ValueError: device names no device of the active backend.\n"
+      "\n"
+      "Example:\n"
+      "    >>> import mpsrt\n"
+      "    >>> g = mpsrt.Generator().manual_seed(7)\n"
+      "    >>> g.initial_seed(), g.get_offset()\n"
+      "    (7, 0)\n"
+      "    >>> state = g.get_state()  # 44 bytes, torch.mps's layout\n"
+      "    >>> a = mpsrt.rand(8, generator=g).numpy()\n"
+      "    >>> g.get_offset()  # 8 words: two 128-bit Philox blocks\n"
+      "    2\n"
+      "    >>> g.set_state(state)\n"
+      "    >>> bool((mpsrt.rand(8, generator=g).numpy() == a).all())\n"
+      "    True\n")
       .def(
           "__init__",
           [](Generator* self, DeviceArg device) { new (self) Generator(device.get("Generator")); },
           nb::arg("device") = nb::none())
-      .def_prop_ro("device", &Generator::device)
+      .def_prop_ro("device", &Generator::device, "int: The index of the generator's device.")
       .def("manual_seed", &manual_seed, nb::arg("seed").none(),
            nb::sig("def manual_seed(self, seed: int) -> Generator"),
-           "Sets the seed (-2**63 <= seed < 2**64; negative seeds wrap, as torch's) and resets the "
-           "offset to 0; returns the generator.")
-      .def("seed", &Generator::seed, "Seeds nondeterministically; returns the new seed.")
-      .def("initial_seed", &Generator::initial_seed)
+           "Sets the seed and resets the offset to 0.\n"
+           "\n"
+           "Args:\n"
+           "    seed: An int, -2**63 <= seed < 2**64 (negative seeds wrap, as torch's).\n"
+           "\n"
+           "Returns:\n"
+           "    mpsrt.Generator: This generator.\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: seed is not an int.\n"
+           "    ValueError: seed is out of range.")
+      .def("seed", &Generator::seed,
+           "Seeds the generator nondeterministically and resets the offset to 0.\n"
+           "\n"
+           "Returns:\n"
+           "    int: The new seed.")
+      .def("initial_seed", &Generator::initial_seed,
+           "The seed last set.\n"
+           "\n"
+           "Returns:\n"
+           "    int: The seed, 0 <= seed < 2**64.")
       .def("get_offset", &Generator::offset,
-           "Philox blocks (128 bits each) used since the seed was set.")
+           "The Philox offset: the 128-bit blocks used since the seed was set.\n"
+           "\n"
+           "Returns:\n"
+           "    int: The offset, 0 <= offset < 2**64.")
       .def("set_offset", &set_offset, nb::arg("offset").none(),
            nb::sig("def set_offset(self, offset: int) -> None"),
-           "Sets the Philox offset (in 128-bit blocks), 0 <= offset < 2**64.")
+           "Sets the Philox offset (in 128-bit blocks).\n"
+           "\n"
+           "Args:\n"
+           "    offset: An int, 0 <= offset < 2**64.\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: offset is not an int.\n"
+           "    ValueError: offset is out of range.")
       .def(
           "clone_state",
           [](nb::handle self) {
             return generator_self(self, "Generator.clone_state()").clone_state();
           },
-          "A new Generator on the same device with a copy of this one's state "
-          "(torch.Generator.clone_state()); the two then advance independently.")
+          "A new Generator on the same device with a copy of this one's state, as\n"
+          "torch.Generator.clone_state(); the two then advance independently.\n"
+          "\n"
+          "Returns:\n"
+          "    mpsrt.Generator: The copy.")
       .def(
           "get_state", [](const Generator& g) { return state_array(g.get_state()); },
-          "The 44-byte state (torch.mps's layout) as a uint8 numpy array.")
+          "The generator's state, for set_state().\n"
+          "\n"
+          "Returns:\n"
+          "    numpy.ndarray: 44 bytes (uint8) in torch.mps's layout: the seed and the offset.")
       .def("set_state", &set_state, nb::arg("new_state").none(),
            nb::sig("def set_state(self, new_state: bytes | bytearray | memoryview | "
                    "numpy.typing.NDArray[numpy.uint8]) -> None"),
-           "Restores a state from get_state().")
+           "Restores a state from get_state() (the seed and the offset).\n"
+           "\n"
+           "Args:\n"
+           "    new_state: A contiguous uint8 buffer of 44 bytes (bytes, a numpy uint8 array,\n"
+           "        a torch ByteTensor).\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: new_state is not such a buffer.\n"
+           "    ValueError: new_state is not 44 bytes long.")
       .def(
           "graphsafe_get_state",
           [](nb::handle self) -> GeneratorObject {
@@ -356,7 +424,10 @@ void bind_generator(nb::module_& m) {
                 "graphsafe_get_state is not supported in this Generator: mpsrt has no graph "
                 "capture; use clone_state() or get_state()");
           },
-          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).")
+          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).\n"
+          "\n"
+          "Raises:\n"
+          "    NotImplementedError: Always; use clone_state() or get_state().")
       .def(
           "graphsafe_set_state",
           [](nb::handle self, const Generator&) {
@@ -366,7 +437,10 @@ void bind_generator(nb::module_& m) {
                 "capture; use set_state(other.get_state())");
           },
           nb::arg("state"),
-          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).")
+          "Not supported: mpsrt has no graph capture (torch's CPU generators raise the same).\n"
+          "\n"
+          "Raises:\n"
+          "    NotImplementedError: Always; use set_state(other.get_state()).")
       .def(
           "_set_state_bytes",
           [](Generator& g, nb::bytes data) {
@@ -385,27 +459,85 @@ void bind_fills(nb::class_<PyBuffer>& buffer) {
            nb::sig("def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Generator | "
                    "None = None) "
                    "-> Buffer"),
-           "Fills with numbers uniform in [low, high), on the current stream.")
+           "Fills with numbers uniform in [low, high), on the current stream.\n"
+           "\n"
+           "Args:\n"
+           "    low: The lower bound (finite).\n"
+           "    high: The upper bound (finite, >= low).\n"
+           "    generator: An mpsrt.Generator of the Buffer's device; None: the default one.\n"
+           "\n"
+           "Returns:\n"
+           "    mpsrt.Buffer: This Buffer (a floating-point dtype).\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: An argument has a wrong type, or the dtype cannot hold these\n"
+           "        numbers (a DTypeNotImplementedError, also a NotImplementedError).\n"
+           "    ValueError: A bound is not finite or low > high; the Buffer is a strided view, or "
+           "was\n"
+           "        released.")
       .def("normal_", &normal_, nb::arg("mean").none() = 0.0, nb::arg("std").none() = 1.0,
            nb::arg("generator") = nb::none(),
            nb::sig("def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Generator | "
                    "None = None) "
                    "-> Buffer"),
-           "Fills with normal numbers of the given mean and standard deviation.")
+           "Fills with normal numbers of the given mean and standard deviation, on the current\n"
+           "stream.\n"
+           "\n"
+           "Args:\n"
+           "    mean: The mean (finite).\n"
+           "    std: The standard deviation (finite, >= 0).\n"
+           "    generator: An mpsrt.Generator of the Buffer's device; None: the default one.\n"
+           "\n"
+           "Returns:\n"
+           "    mpsrt.Buffer: This Buffer (a floating-point dtype).\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: An argument has a wrong type, or the dtype cannot hold these\n"
+           "        numbers (a DTypeNotImplementedError, also a NotImplementedError).\n"
+           "    ValueError: mean or std is not finite or std < 0; the Buffer is a strided view, or "
+           "was\n"
+           "        released.")
       .def("random_", &random_, nb::arg("low").none() = 0, nb::arg("high") = nb::none(),
            nb::arg("generator") = nb::none(),
            nb::sig("def random_(self, low: int = 0, high: int | None = None, generator: Generator "
                    "| None = None) "
                    "-> Buffer"),
            "Fills with integers uniform in [low, high), written as the Buffer's dtype (every\n"
-           "dtype: integers, floats and bool, as torch's Tensor.random_). The default high is\n"
-           "torch's random_() range: the dtype's maximum + 1 for integers, 2**digits + 1 for\n"
-           "floats (every integer the dtype holds exactly), 2 for bool.")
+           "dtype: integers, floats and bool, as torch's Tensor.random_), on the current stream.\n"
+           "\n"
+           "Args:\n"
+           "    low: The lowest value.\n"
+           "    high: One past the highest value; None: torch's random_() range, the dtype's\n"
+           "        maximum + 1 for integers, 2**digits + 1 for floats (every integer the dtype\n"
+           "        holds exactly), 2 for bool.\n"
+           "    generator: An mpsrt.Generator of the Buffer's device; None: the default one.\n"
+           "\n"
+           "Returns:\n"
+           "    mpsrt.Buffer: This Buffer.\n"
+           "\n"
+           "Raises:\n"
+           "    TypeError: An argument has a wrong type, or the dtype cannot hold these\n"
+           "        numbers (a DTypeNotImplementedError, also a NotImplementedError).\n"
+           "    ValueError: low >= high, or the range does not fit in the dtype; the Buffer is a "
+           "strided view, or was\n"
+           "        released.")
       .def(
           "bernoulli_", &bernoulli_, nb::arg("p").none() = 0.5, nb::arg("generator") = nb::none(),
           nb::sig(
               "def bernoulli_(self, p: float = 0.5, generator: Generator | None = None) -> Buffer"),
-          "Fills with 1 with probability p, else 0.");
+          "Fills with 1 with probability p, else 0, on the current stream.\n"
+          "\n"
+          "Args:\n"
+          "    p: The probability of a 1, in [0, 1].\n"
+          "    generator: An mpsrt.Generator of the Buffer's device; None: the default one.\n"
+          "\n"
+          "Returns:\n"
+          "    mpsrt.Buffer: This Buffer.\n"
+          "\n"
+          "Raises:\n"
+          "    TypeError: An argument has a wrong type, or the dtype cannot hold these numbers\n"
+          "        (a DTypeNotImplementedError, also a NotImplementedError).\n"
+          "    ValueError: p is not in [0, 1]; the Buffer is a strided view, or was released.");
 }
 
 void bind_module_functions(nb::module_& m) {

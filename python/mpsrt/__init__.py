@@ -65,10 +65,25 @@ current_device = _C.current_device
 def backend_info() -> dict[str, Any]:
     """The active backend and why it was chosen.
 
-    ``{"backend": "cpu", "reason": "...", "available": [...], "built": [...]}``: unset
-    ``MPSRT_BACKEND`` picks metal, then vulkan on a hardware GPU, then cpu, and only then a
-    backend whose devices are all software ones (Vulkan's lavapipe); ``reason`` names what
-    was passed over and how to choose it. ``available`` is best first.
+    Unset ``MPSRT_BACKEND`` picks metal, then vulkan on a hardware GPU, then cpu, and only
+    then a backend whose devices are all software ones (Vulkan's lavapipe).
+
+    Returns:
+        dict[str, Any]: ``{"backend": "cpu", "reason": "...", "available": [...], "built":
+        [...]}``: the active backend; ``reason`` names what was passed over and how to choose
+        it; ``available`` the backends that work here, best first; ``built`` those built into
+        this package.
+
+    Raises:
+        ValueError: ``MPSRT_BACKEND`` is not a backend name, or names one that is not built.
+
+    Example:
+        >>> import mpsrt
+        >>> info = mpsrt.backend_info()
+        >>> info["backend"] == mpsrt.backend(), info["backend"] in info["available"]
+        (True, True)
+        >>> set(info["available"]) <= set(info["built"])
+        True
     """
     return {
         "backend": _C.backend(),
@@ -79,14 +94,46 @@ def backend_info() -> dict[str, Any]:
 
 
 def set_device(device: DeviceLike) -> None:
-    """Sets the calling thread's current device (an index or a device string)."""
+    """Sets the calling thread's current device, as torch.cuda.set_device.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``, ``"<backend>:0"``) or a
+            torch.device.
+
+    Raises:
+        TypeError: ``device`` is None or has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> previous = mpsrt.current_device()
+        >>> mpsrt.set_device("mps:0")
+        >>> mpsrt.current_device()
+        0
+        >>> mpsrt.set_device(previous)
+    """
     _C.set_device(device_index(device, optional=False, caller="set_device"))
 
 
 class device:
-    """Context manager that makes `device` current and restores the previous one on exit.
+    """Context manager that makes a device current and restores the previous one on exit.
 
-    ``device(None)`` changes nothing.
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None, which
+            changes nothing.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> with mpsrt.device(0):
+        ...     buf = mpsrt.empty(16)
+        ...     mpsrt.current_device()
+        0
+        >>> buf.device
+        0
     """
 
     def __init__(self, device: DeviceLike) -> None:
@@ -104,21 +151,88 @@ class device:
 
 
 def get_device_properties(device: DeviceLike = None) -> DeviceProperties:
-    """Name, backend, total_memory, recommended_max_memory, unified_memory, max_buffer_size."""
+    """What a device is and offers: name, backend, memory sizes, memory model.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        mpsrt.DeviceProperties: The device's properties.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> props = mpsrt.get_device_properties()
+        >>> props.backend == mpsrt.backend(), props.total_memory > 0
+        (True, True)
+    """
     return _C.get_device_properties(device_index(device, caller="get_device_properties"))
 
 
 def get_device_name(device: DeviceLike = None) -> str:
+    """The device's name, as its driver reports it.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        str: ``get_device_properties(device).name``.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.get_device_name(0) == mpsrt.get_device_properties(0).name
+        True
+    """
     return get_device_properties(device).name
 
 
 def synchronize(device: DeviceLike = None) -> None:
-    """Waits for all work on every stream of the device (default: the current device)."""
+    """Waits on the host for all work on every stream of a device.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+        RuntimeError: A command on the device failed.
+
+    Example:
+        >>> import mpsrt
+        >>> buf = mpsrt.empty(1 << 20).fill_(1)
+        >>> mpsrt.synchronize()
+        >>> mpsrt.current_stream().query()
+        True
+    """
     _C.synchronize(device_index(device, caller="synchronize"))
 
 
 def options() -> list[dict[str, str]]:
-    """Every MPSRT_* environment variable: name, alias, value in force, default, help."""
+    """Every ``MPSRT_*`` environment variable the runtime reads, with the value in force.
+
+    Returns:
+        list[dict[str, str]]: One dict per variable, with the keys ``"name"``, ``"alias"``
+        (its ``PYTORCH_MPS_*`` name or ``""``), ``"value"`` (as set, ``""`` when unset),
+        ``"default"`` and ``"help"``.
+
+    Example:
+        >>> import mpsrt
+        >>> names = [o["name"] for o in mpsrt.options()]
+        >>> "MPSRT_BACKEND" in names
+        True
+        >>> sorted(mpsrt.options()[0])
+        ['alias', 'default', 'help', 'name', 'value']
+    """
     return _C.options()
 
 

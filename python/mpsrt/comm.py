@@ -182,9 +182,39 @@ def broadcast(
     *,
     out: Sequence[Buffer] | None = None,
 ) -> tuple[Buffer, ...]:
-    """`tensor` on each device of `devices`: the Buffer itself on its own device, a copy
-    elsewhere; or, with `out` (and no `devices`), copied into each Buffer of `out` (same shape
-    and dtype), which are returned. An empty `devices` or `out` gives () as in torch."""
+    """Copies a Buffer to each of several devices, as torch.cuda.comm.broadcast.
+
+    Args:
+        tensor: The source :class:`mpsrt.Buffer`.
+        devices: The devices (indices, device strings or torch.devices): the result holds the
+            Buffer itself for its own device and a copy for each other. Not with ``out``.
+        out: Buffers of the source's shape and dtype to copy into, on any devices. Not with
+            ``devices``.
+
+    Returns:
+        tuple[mpsrt.Buffer, ...]: One Buffer per device, or ``out``'s Buffers; () for an empty
+        ``devices`` or ``out``, as in torch.
+
+    Raises:
+        TypeError: ``tensor`` is not a Buffer, or ``devices`` / ``out`` is not a sequence of
+            devices / Buffers.
+        ValueError: Both or neither of ``devices`` and ``out`` are given, a device does not
+            exist, an ``out`` Buffer has another shape or dtype or is host memory, or
+            ``tensor`` was released. Where torch raises a RuntimeError, the error is a
+            ``mpsrt.comm.CommError``, both a RuntimeError and a ValueError.
+
+    Example:
+        >>> import mpsrt
+        >>> src = mpsrt.empty(4, dtype="float32").fill_(2.0)
+        >>> copies = mpsrt.comm.broadcast(src, range(mpsrt.device_count()))
+        >>> [c.device for c in copies] == list(range(mpsrt.device_count()))
+        True
+        >>> copies[src.device] is src  # no copy on the source's own device
+        True
+        >>> out = mpsrt.empty(4, dtype="float32")
+        >>> mpsrt.comm.broadcast(src, out=[out])[0].numpy()
+        array([2., 2., 2., 2.], dtype=float32)
+    """
     if (devices is None) == (out is None):
         raise CommError(
             "Exactly one of 'devices' and 'out' must be specified, but got "
@@ -244,12 +274,48 @@ def scatter(
     *,
     out: Sequence[Buffer] | None = None,
 ) -> tuple[Buffer, ...]:
-    """Splits `tensor` along `dim` into one chunk per device (equal chunks, as torch.chunk, unless
-    `chunk_sizes` is given; they must add up to the size of that dimension). A chunk for the
-    source's own device is a view of it (`narrow`: strided along a later dimension), as in
-    torch. `streams[i]` (an mpsrt.Stream of device i's device, or None) is the stream chunk i
-    is allocated and copied on. With `out` (and no `devices` or `chunk_sizes`), the chunks are
-    copied into `out`, whose sizes along `dim` give the chunk sizes, and `out` is returned."""
+    """Splits a Buffer along a dimension into one chunk per device, as
+    torch.cuda.comm.scatter.
+
+    A chunk for the source's own device is a view of it (``Buffer.narrow``: strided along a
+    later dimension), as in torch; the others are copies.
+
+    Args:
+        tensor: The source :class:`mpsrt.Buffer` (at least 1-D).
+        devices: The devices (indices, device strings or torch.devices), one per chunk. Not
+            with ``out``.
+        chunk_sizes: The chunks' sizes along ``dim``, adding up to its size; None: equal
+            chunks, as torch.chunk (the last devices may get none). Not with ``out``.
+        dim: The dimension to split (negative: from the end).
+        streams: ``streams[i]``, an :class:`mpsrt.Stream` of device i or None, is the stream
+            chunk i is allocated and copied on.
+        out: Buffers to copy the chunks into, whose sizes along ``dim`` give the chunk sizes.
+
+    Returns:
+        tuple[mpsrt.Buffer, ...]: The chunks, or ``out``'s Buffers.
+
+    Raises:
+        TypeError: An argument has a wrong type.
+        ValueError: ``out`` is given with ``devices`` or ``chunk_sizes``, no device or
+            ``out`` Buffer is given, the chunk sizes do not add up or do not match the
+            devices, a shape or dtype does not match, a stream is on another device, or a
+            device does not exist (``mpsrt.comm.CommError``, also a RuntimeError, where torch
+            raises a RuntimeError).
+        IndexError: ``dim`` is out of range (``mpsrt.comm.CommIndexError``, also a
+            ValueError).
+
+    Example:
+        >>> import numpy as np
+        >>> import mpsrt
+        >>> src = mpsrt.empty((4, 2), dtype="int32").copy_(np.arange(8, dtype=np.int32))
+        >>> chunks = mpsrt.comm.scatter(src, [0, 0], chunk_sizes=[1, 3])
+        >>> [c.shape for c in chunks]
+        [(1, 2), (3, 2)]
+        >>> chunks[1].numpy()
+        array([[2, 3],
+               [4, 5],
+               [6, 7]], dtype=int32)
+    """
     if out is not None:
         if devices is not None:
             raise CommError(
@@ -350,10 +416,40 @@ def gather(
     *,
     out: Buffer | np.ndarray | None = None,
 ) -> Buffer | np.ndarray:
-    """Concatenates `tensors` along `dim` into a new Buffer on `destination` (default: the
-    current device), or, with `out` (and no `destination`), into `out` (its shape must be the
-    concatenation's, its dtype theirs), which is returned. As torch's gather takes a CPU
-    tensor for out, `out` may be a host numpy array (of the Buffers' dtype)."""
+    """Concatenates Buffers of any devices along a dimension, as torch.cuda.comm.gather.
+
+    Args:
+        tensors: The :class:`mpsrt.Buffer` objects, of one dtype and of equal shapes except
+            along ``dim``.
+        dim: The dimension to concatenate along (negative: from the end).
+        destination: The device of the new Buffer (an index, a device string, a
+            torch.device), or None for the current device. Not with ``out``.
+        out: A Buffer, or a host numpy array (as torch's gather takes a CPU tensor), of the
+            concatenation's shape and the Buffers' dtype, to write into.
+
+    Returns:
+        mpsrt.Buffer | numpy.ndarray: The new Buffer, or ``out``.
+
+    Raises:
+        TypeError: An argument has a wrong type.
+        ValueError: ``out`` is given with ``destination``, ``tensors`` is empty, the dtypes
+            differ, a shape does not match, ``out`` is read-only, or the device does not exist
+            (``mpsrt.comm.CommError``, also a RuntimeError, where torch raises a
+            RuntimeError).
+        IndexError: ``dim`` is out of range, or the Buffers are 0-d
+            (``mpsrt.comm.CommIndexError``, also a ValueError).
+
+    Example:
+        >>> import numpy as np
+        >>> import mpsrt
+        >>> a = mpsrt.empty(2, dtype="float32").fill_(1.0)
+        >>> b = mpsrt.empty(3, dtype="float32").fill_(2.0)
+        >>> mpsrt.comm.gather([a, b]).numpy()
+        array([1., 1., 2., 2., 2.], dtype=float32)
+        >>> host = np.zeros(5, dtype=np.float32)
+        >>> mpsrt.comm.gather([a, b], out=host) is host
+        True
+    """
     if out is not None and destination is not None:
         raise CommError(
             "'destination' must not be specified when 'out' is specified, but got "
@@ -423,8 +519,29 @@ def _from_float32(x: np.ndarray) -> np.ndarray:
 
 
 def reduce_add(bufs: Sequence[Buffer], destination: DeviceLike = None) -> Buffer:
-    """The element-wise sum of `bufs` (same shape and dtype) in a new Buffer on
-    `destination` (default: the current device)."""
+    """The element-wise sum of Buffers of any devices, as torch.cuda.comm.reduce_add.
+
+    Args:
+        bufs: The :class:`mpsrt.Buffer` objects, of one shape and dtype.
+        destination: The device of the result (an index, a device string, a torch.device),
+            or None for the current device.
+
+    Returns:
+        mpsrt.Buffer: A new Buffer holding the sum.
+
+    Raises:
+        TypeError: ``bufs`` is not a sequence of Buffers, or ``destination`` has a wrong
+            type.
+        ValueError: The shapes or dtypes differ, or the device does not exist.
+        IndexError: ``bufs`` is empty (``mpsrt.comm.CommIndexError``, also a ValueError).
+
+    Example:
+        >>> import mpsrt
+        >>> a = mpsrt.empty(3, dtype="float32").fill_(1.5)
+        >>> b = mpsrt.empty(3, dtype="float32").fill_(2.0)
+        >>> mpsrt.comm.reduce_add([a, b]).numpy()
+        array([3.5, 3.5, 3.5], dtype=float32)
+    """
     bs = [_buffer(b, "reduce_add") for b in _sequence(bufs, "reduce_add", "a sequence of Buffers")]
     if not bs:
         # torch indexes inputs[0]: IndexError("list index out of range"); said plainly here.

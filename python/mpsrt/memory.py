@@ -24,16 +24,52 @@ def _dev(device: DeviceLike, caller: str) -> int:
 
 
 def empty_cache() -> None:
-    """Releases every cached, unused heap of every device back to the driver, as
-    torch.cuda.empty_cache(): blocks whose free waits on queued work are released once that work
-    is done."""
+    """Releases every cached, unused heap of every device back to the driver.
+
+    As torch.cuda.empty_cache(): blocks whose free waits on queued work are released once that
+    work is done. Live Buffers keep their heaps.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.empty(1 << 20).free()  # its heap stays cached
+        >>> reserved = mpsrt.memory_reserved()
+        >>> mpsrt.empty_cache()
+        >>> mpsrt.memory_reserved() <= reserved
+        True
+    """
     for index in range(_C.device_count()):
         _C.empty_cache(index)
 
 
 def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) -> None:
-    """Hard limit = fraction x recommended_max_memory() of the device (default: the current
-    one); 0: no limit. The device is checked first, as torch.cuda does."""
+    """Sets the device's hard memory limit to ``fraction`` x recommended_max_memory().
+
+    An allocation past the limit raises :class:`mpsrt.OutOfMemoryError`. The device is checked
+    first, as torch.cuda does.
+
+    Args:
+        fraction: A float in [0, 2]; 0 means no limit.
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Raises:
+        TypeError: ``fraction`` is not a float (``Invalid type for fraction argument, must be
+            `float```), or ``device`` has a wrong type.
+        ValueError: ``fraction`` is outside 0~2 (``Invalid fraction value: {fraction}. Allowed
+            range: 0~2``), or ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> previous = mpsrt.get_per_process_memory_fraction()
+        >>> mpsrt.set_per_process_memory_fraction(0.5)
+        >>> mpsrt.get_per_process_memory_fraction()
+        0.5
+        >>> mpsrt.set_per_process_memory_fraction(previous)
+        >>> mpsrt.set_per_process_memory_fraction(3.0)
+        Traceback (most recent call last):
+            ...
+        ValueError: Invalid fraction value: 3.0. Allowed range: 0~2
+    """
     idx = _dev(device, "set_per_process_memory_fraction")
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
@@ -42,19 +78,72 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) 
 
 
 def get_per_process_memory_fraction(device: DeviceLike = None) -> float:
-    """The fraction in force on the device (MPSRT_HIGH_WATERMARK_RATIO, 1.7 by default, until
-    set_per_process_memory_fraction(); 0: no limit)."""
+    """The memory fraction in force on a device.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        float: The fraction of recommended_max_memory() the device may allocate:
+        ``MPSRT_HIGH_WATERMARK_RATIO`` (1.7 by default) until set_per_process_memory_fraction()
+        sets it; 0 means no limit.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> 0.0 <= mpsrt.get_per_process_memory_fraction() <= 2.0
+        True
+    """
     return _C.get_per_process_memory_fraction(_dev(device, "get_per_process_memory_fraction"))
 
 
 def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
-    """(free, total) bytes of the device, as torch.cuda.mem_get_info: total is its
-    total_memory, free what of it this process's heaps do not hold."""
+    """The device's free and total memory, as torch.cuda.mem_get_info.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        tuple[int, int]: ``(free, total)`` in bytes: total is the device's total_memory, free
+        what of it this process's heaps do not hold.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> free, total = mpsrt.mem_get_info()
+        >>> 0 <= free <= total == mpsrt.get_device_properties().total_memory
+        True
+    """
     return tuple(_C.mem_get_info(_dev(device, "mem_get_info")))  # type: ignore[return-value]
 
 
 def set_cache_limit(nbytes: int) -> int:
-    """Caps cached-but-unused bytes of the current device; returns the previous cap."""
+    """Caps the cached-but-unused bytes of the current device.
+
+    Args:
+        nbytes: The cap in bytes, >= 0 (values past 2**64 - 1 mean no cap).
+
+    Returns:
+        int: The previous cap, to restore it with.
+
+    Raises:
+        TypeError: ``nbytes`` is not an int.
+        ValueError: ``nbytes`` is negative.
+
+    Example:
+        >>> import mpsrt
+        >>> previous = mpsrt.set_cache_limit(64 << 20)
+        >>> mpsrt.set_cache_limit(previous)
+        67108864
+    """
     if isinstance(nbytes, bool) or not isinstance(nbytes, int):
         raise TypeError(
             f"set_cache_limit() expected an int number of bytes, got {type(nbytes).__name__}"
@@ -66,52 +155,242 @@ def set_cache_limit(nbytes: int) -> int:
 
 
 def current_allocated_memory() -> int:
-    """Bytes held by live buffers of the current device."""
+    """The bytes held by live Buffers of the current device, as torch.mps.
+
+    Returns:
+        int: Allocated bytes (each Buffer's size rounded up to the allocator's granularity).
+
+    Example:
+        >>> import mpsrt
+        >>> before = mpsrt.current_allocated_memory()
+        >>> buf = mpsrt.empty(1 << 20)
+        >>> mpsrt.current_allocated_memory() - before
+        1048576
+    """
     return _C.current_allocated_memory(_C.current_device())
 
 
 def driver_allocated_memory() -> int:
-    """Bytes the backend holds from the driver / OS for the current device."""
+    """The bytes the backend holds from the driver or the OS for the current device, as
+    torch.mps.
+
+    Returns:
+        int: The bytes of the device's heaps, cached ones included.
+
+    Example:
+        >>> import mpsrt
+        >>> buf = mpsrt.empty(1 << 20)
+        >>> mpsrt.driver_allocated_memory() >= buf.nbytes
+        True
+    """
     return _C.driver_allocated_memory(_C.current_device())
 
 
 def recommended_max_memory() -> int:
-    """The current device's recommended working-set size in bytes."""
+    """The current device's recommended working-set size, as torch.mps.
+
+    Returns:
+        int: Bytes; memory limits (set_per_process_memory_fraction()) are fractions of it.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.recommended_max_memory() == mpsrt.get_device_properties().recommended_max_memory
+        True
+    """
     return _C.recommended_max_memory(_C.current_device())
 
 
 def memory_stats(device: DeviceLike = None) -> dict[str, int]:
-    """torch.cuda-style statistics, sorted by key."""
+    """The caching allocator's statistics, with torch.cuda.memory_stats's keys.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        dict[str, int]: Counters sorted by key: ``"<stat>.<pool>.<figure>"`` for the stats
+        ``allocated_bytes``, ``reserved_bytes``, ``active_bytes``, ``requested_bytes``,
+        ``inactive_split_bytes``, ``allocation``, ``segment``, ``active`` and
+        ``inactive_split``, the pools ``all``, ``small_pool`` and ``large_pool`` and the
+        figures ``current``, ``peak``, ``allocated`` and ``freed``; and ``num_alloc_retries``,
+        ``num_ooms``, ``num_device_alloc``, ``num_device_free``, ``staging_bytes.current``, ...
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> before = mpsrt.memory_stats()["allocated_bytes.all.current"]
+        >>> buf = mpsrt.empty(1 << 20)
+        >>> mpsrt.memory_stats()["allocated_bytes.all.current"] - before
+        1048576
+    """
     return dict(sorted(_C.memory_stats(_dev(device, "memory_stats")).items()))
 
 
 def memory_allocated(device: DeviceLike = None) -> int:
+    """The bytes held by live Buffers of a device, as torch.cuda.memory_allocated.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        int: ``memory_stats(device)["allocated_bytes.all.current"]``.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> before = mpsrt.memory_allocated()
+        >>> buf = mpsrt.empty(1 << 20)
+        >>> mpsrt.memory_allocated() - before
+        1048576
+        >>> del buf
+        >>> mpsrt.memory_allocated() == before
+        True
+    """
     return memory_stats(device)["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device: DeviceLike = None) -> int:
+    """The peak of memory_allocated() since the start or reset_peak_memory_stats(), as
+    torch.cuda.max_memory_allocated.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        int: ``memory_stats(device)["allocated_bytes.all.peak"]``.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.reset_peak_memory_stats()
+        >>> mpsrt.empty(1 << 20).free()
+        >>> mpsrt.max_memory_allocated() - mpsrt.memory_allocated()
+        1048576
+    """
     return memory_stats(device)["allocated_bytes.all.peak"]
 
 
 def memory_reserved(device: DeviceLike = None) -> int:
+    """The bytes of a device's heaps (live Buffers and the cache), as
+    torch.cuda.memory_reserved.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        int: ``memory_stats(device)["reserved_bytes.all.current"]``.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> buf = mpsrt.empty(1 << 20)
+        >>> mpsrt.memory_reserved() >= mpsrt.memory_allocated() >= buf.nbytes
+        True
+    """
     return memory_stats(device)["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device: DeviceLike = None) -> int:
+    """The peak of memory_reserved() since the start or reset_peak_memory_stats(), as
+    torch.cuda.max_memory_reserved.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Returns:
+        int: ``memory_stats(device)["reserved_bytes.all.peak"]``.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.max_memory_reserved() >= mpsrt.memory_reserved()
+        True
+    """
     return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device: DeviceLike = None) -> None:
+    """Sets every peak of memory_stats() to its current value, as
+    torch.cuda.reset_peak_memory_stats.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.reset_peak_memory_stats()
+        >>> mpsrt.max_memory_allocated() == mpsrt.memory_allocated()
+        True
+    """
     _C.reset_peak_memory_stats(_dev(device, "reset_peak_memory_stats"))
 
 
 def reset_max_memory_allocated(device: DeviceLike = None) -> None:
+    """The same as reset_peak_memory_stats() (torch.cuda's older name).
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.reset_max_memory_allocated()
+        >>> mpsrt.max_memory_allocated() == mpsrt.memory_allocated()
+        True
+    """
     reset_peak_memory_stats(device)
 
 
 def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
-    """Zeroes the accumulated figures of memory_stats(), as torch.cuda: every stat's
-    ".allocated" and ".freed" totals and the num_* counters. Current and peak values stay."""
+    """Zeroes the accumulated figures of memory_stats(), as torch.cuda.
+
+    Every stat's ``.allocated`` and ``.freed`` totals and the ``num_*`` counters; current and
+    peak values stay.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.reset_accumulated_memory_stats()
+        >>> buf = mpsrt.empty(16)
+        >>> stats = mpsrt.memory_stats()
+        >>> stats["allocation.all.allocated"], stats["allocation.all.freed"], stats["num_ooms"]
+        (1, 0, 0)
+    """
     _C.reset_accumulated_memory_stats(_dev(device, "reset_accumulated_memory_stats"))
 
 
@@ -124,7 +403,27 @@ def _fmt(n: int) -> str:
 
 
 def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
-    """A readable table of memory_stats()."""
+    """A readable table of memory_stats(), as torch.cuda.memory_summary.
+
+    Args:
+        device: A device index, a device string (``"mps:0"``), a torch.device, or None for the
+            current device.
+        abbreviated: Only the totals of all pools (not the small and large pools' rows).
+
+    Returns:
+        str: The table: current, peak, allocated and freed amounts of the allocated, requested,
+        reserved and non-releasable memory, allocations and heaps, and the counters of
+        retries, out-of-memory errors, heaps and staging.
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> print(mpsrt.memory_summary(abbreviated=True).splitlines()[3])
+        Metric                       Cur Usage   Peak Usage    Tot Alloc    Tot Freed
+    """
     idx = _dev(device, "memory_summary")
     s = _C.memory_stats(idx)
     rows = [

@@ -35,6 +35,7 @@ struct Access;
 /// copy_from, random ops, record_stream: which protects the whole allocation).
 class MPSRT_API Buffer {
  public:
+  /// An empty Buffer: no memory, defined() is false.
   Buffer() noexcept = default;
   /// nbytes of uninitialised memory on `stream`'s device (0 bytes gives an empty Buffer).
   /// Throws mpsrt::OutOfMemory when the limit or the device refuses, std::invalid_argument
@@ -43,6 +44,8 @@ class MPSRT_API Buffer {
   /// On the current stream of the current device.
   explicit Buffer(size_t nbytes);
   ~Buffer() { reset(); }
+  /// Takes o's hold on its memory (and on the allocation it shares with views); o becomes
+  /// empty.
   Buffer(Buffer&& o) noexcept
       : block_(o.block_),
         alloc_(o.alloc_),
@@ -54,10 +57,13 @@ class MPSRT_API Buffer {
     o.share_.store(nullptr, std::memory_order_relaxed);
     o.offset_ = o.nbytes_ = 0;
   }
+  /// Lets go of this Buffer's memory as reset() does, then takes o's; o becomes empty.
   Buffer& operator=(Buffer&& o) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
+  /// True while the Buffer holds memory; false when it is empty (default-constructed, made
+  /// with 0 bytes, moved from or reset()).
   bool defined() const noexcept { return block_ != nullptr; }
   /// Bytes requested (a view: the bytes of its range).
   size_t nbytes() const noexcept { return nbytes_; }
@@ -73,6 +79,7 @@ class MPSRT_API Buffer {
   size_t offset() const noexcept { return offset_; }
   /// True while another Buffer (a view, or the Buffer this one views) shares the allocation.
   bool shared() const noexcept;
+  /// Index of the device that holds the memory; -1 when the Buffer is empty.
   int device() const noexcept;
   /// The stream it was allocated on.
   Stream stream() const noexcept;
@@ -182,6 +189,7 @@ MPSRT_API size_t set_cache_limit(size_t bytes, int device = -1);
 /// memory and returns true to ask for a retry. Returns an id for remove_reclaim_callback.
 /// Throws std::invalid_argument for an empty fn, or (remove) an id that is not registered.
 MPSRT_API int add_reclaim_callback(std::function<bool(size_t)> fn, int device = -1);
+/// Unregisters the reclaim callback that add_reclaim_callback() returned `id` for on `device`.
 MPSRT_API void remove_reclaim_callback(int id, int device = -1);
 
 // ---------------------------------------------------------------- history and snapshots
@@ -190,11 +198,16 @@ MPSRT_API void remove_reclaim_callback(int id, int device = -1);
 /// name), or a native one, whose `pc` (return address) is set and whose other fields stay
 /// empty until symbolize_native_frame() names it (symbolised when read, not when recorded).
 struct StackFrame {
+  /// The source file (an interpreter's frame); the shared object or executable that holds `pc`
+  /// (a native frame, once symbolised).
   std::string filename;
+  /// The line (an interpreter's frame); pc's offset in its file minus 1 (a native frame).
   int line = 0;
+  /// The function (a native frame: its demangled name, "??" where unknown).
   std::string name;
   uintptr_t pc = 0;  ///< nonzero: a native frame
 };
+/// A stack of frames, innermost first.
 using StackFrames = std::vector<StackFrame>;
 
 /// The calling thread's native frames, innermost first, unsymbolised (pc only): cheap enough
@@ -207,37 +220,42 @@ MPSRT_API StackFrames native_stack(size_t skip = 0);
 /// Cached: each pc is looked up once per process.
 MPSRT_API StackFrame symbolize_native_frame(uintptr_t pc);
 
+/// A block of a heap in a memory_snapshot(): a live allocation or a free piece of the cache.
 struct BlockInfo {
-  uint64_t address = 0;
-  size_t size = 0;
-  size_t requested_size = 0;
-  bool allocated = false;
-  std::shared_ptr<const StackFrames> frames;
+  uint64_t address = 0;       ///< the device address of its first byte
+  size_t size = 0;            ///< bytes of the block (the request rounded up to its size class)
+  size_t requested_size = 0;  ///< bytes the allocation asked for (0 for a free block)
+  bool allocated = false;     ///< a live allocation (true) or cached free memory (false)
+  std::shared_ptr<const StackFrames> frames;  ///< who allocated it (when recorded), else null
 };
 
+/// A heap the allocator holds (torch.cuda's segment) in a memory_snapshot().
 struct SegmentInfo {
-  uint64_t address = 0;
+  uint64_t address = 0;                       ///< the device address of its first byte
   std::shared_ptr<const StackFrames> frames;  ///< who made the heap (when recorded)
-  size_t total_size = 0;
-  size_t allocated_size = 0;
-  size_t requested_size = 0;
-  std::string pool;  ///< "small", "large" or "huge"
-  std::vector<BlockInfo> blocks;
+  size_t total_size = 0;                      ///< bytes of the heap
+  size_t allocated_size = 0;                  ///< bytes of its allocated blocks
+  size_t requested_size = 0;                  ///< bytes their allocations asked for
+  std::string pool;                           ///< "small", "large" or "huge"
+  std::vector<BlockInfo> blocks;              ///< its blocks, in address order
 };
 
+/// An event of the allocation history (record_memory_history()), as torch.cuda's trace entry.
 struct TraceInfo {
   /// alloc, free_requested, free_completed, segment_alloc, segment_free, oom
   std::string action;
-  uint64_t address = 0;
-  size_t size = 0;
-  int64_t stream = 0;
-  int64_t time_us = 0;
+  uint64_t address = 0;  ///< the device address of the block or heap (0 for oom)
+  size_t size = 0;       ///< bytes of the block or heap (oom: the bytes that were asked for)
+  int64_t stream = 0;    ///< the id (Stream::id()) of the block's stream; 0 for heap events and oom
+  int64_t time_us = 0;   ///< when it happened, in microseconds since the Unix epoch
+  /// The stack that HistoryOptions::context keeps for the event, else null.
   std::shared_ptr<const StackFrames> frames;
 };
 
+/// What memory_snapshot() returns.
 struct MemorySnapshot {
-  std::vector<SegmentInfo> segments;
-  std::vector<TraceInfo> trace;
+  std::vector<SegmentInfo> segments;  ///< the device's heaps, in address order
+  std::vector<TraceInfo> trace;       ///< the recorded events, oldest first
 };
 
 /// Which stacks history keeps (torch.cuda's `context` of _record_memory_history).
@@ -248,9 +266,11 @@ enum class HistoryContext : uint8_t {
   All,    ///< and frees' own stacks in free_requested / free_completed / segment_free
 };
 
+/// How record_memory_history() records (torch.cuda's _record_memory_history arguments).
 struct HistoryOptions {
   /// The newest trace entries kept (0: unlimited).
   size_t max_entries = 0;
+  /// Which stacks are kept.
   HistoryContext context = HistoryContext::All;
   /// Trace actions not recorded: any of alloc, free_requested, free_completed,
   /// segment_alloc, segment_free, oom, snapshot.

@@ -13,6 +13,9 @@
 #define MPSRT_COLD
 #endif
 
+/// mpsrt's public C++ API (`#include <mpsrt/mpsrt.h>`, link `mpsrt::mpsrt`): devices, Buffers
+/// and the caching allocator, streams, events, generators and random fills, tensor kernels,
+/// dtypes, options and errors. Internals live in mpsrt::detail, which is not part of the API.
 namespace mpsrt {
 
 /// The library version, "MAJOR.MINOR.PATCH" (the project() version in CMakeLists.txt).

@@ -11,7 +11,7 @@ namespace mpsrt {
 
 /// What a device is and how much memory it offers. All sizes in bytes.
 struct DeviceProperties {
-  int index = 0;
+  int index = 0;                        ///< the device's index (0 .. device_count() - 1)
   std::string name;                     ///< e.g. the CPU model, the GPU's name
   std::string backend;                  ///< "cpu", "vulkan" or "metal"
   uint64_t total_memory = 0;            ///< memory the device can reach
@@ -43,6 +43,7 @@ MPSRT_API std::string backend_reason();
 /// an unset MPSRT_BACKEND considers them).
 MPSRT_API std::vector<std::string> available_backends();
 
+/// Number of devices of the active backend (0 when it has none). Starts the runtime.
 MPSRT_API int device_count();
 /// A number that changes whenever the process's runtime is re-created (a fork's child, the test
 /// facility reset_runtime): what a client caches of the runtime's devices holds while it stays

@@ -29,6 +29,7 @@ enum class DType : uint8_t {
   U16 = MPSRT_DTYPE_ID_UINT16,
   U64 = MPSRT_DTYPE_ID_UINT64,
 };
+/// Number of dtypes: the values of DType are 0 .. kDTypeCount - 1.
 constexpr int kDTypeCount = MPSRT_DTYPE_ID_COUNT;
 
 /// DLPack's type codes (dlpack.h DLDataTypeCode) of the kinds mpsrt has.
@@ -46,7 +47,7 @@ struct DTypeInfo {
   /// [-2^digits, 2^digits] (so int_max = 2^digits + 1); bool: [0, 2). int_max is also the
   /// default high of random_() (torch's).
   int64_t int_min;
-  uint64_t int_max;
+  uint64_t int_max;  ///< one past the highest integer of that range (see int_min)
 };
 
 namespace detail {
@@ -97,6 +98,7 @@ constexpr bool dtype_from_name(std::string_view name, DType* out) noexcept {
   }
   return false;
 }
+/// True for the floating-point dtypes (float16, bfloat16, float32, float64); d must be valid.
 constexpr bool dtype_is_float(DType d) noexcept {
   return dtype_info(d).digits != 0;
 }
@@ -111,6 +113,7 @@ enum class RandomOp : uint8_t {
   IntRange,   ///< low + w % range, as the dtype's value of that integer
   Bernoulli,  ///< 1 with probability p, else 0
 };
+/// Number of random ops: the values of RandomOp are 0 .. kRandomOpCount - 1.
 constexpr int kRandomOpCount = 5;
 
 /// The op's name ("bits", "uniform", "normal", "int", "bernoulli"), or nullptr outside the enum.

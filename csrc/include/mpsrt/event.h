@@ -16,18 +16,25 @@ class EventImpl;
 /// are pooled: creating and destroying them allocates no device object once warm.
 class MPSRT_API Event {
  public:
+  /// An event that is not recorded yet; with enable_timing, its records also take a device
+  /// timestamp for elapsed_time().
   explicit Event(bool enable_timing = false);
   ~Event();
+  /// Takes the other Event's records; the other is left never recorded.
   Event(Event&&) noexcept;
+  /// Lets go of this Event's records, then takes the other's; the other is left never recorded.
   Event& operator=(Event&&) noexcept;
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
   /// Marks the point after the stream's work so far (the current stream when omitted).
   void record(const Stream& stream);
+  /// Records on the calling thread's current stream of the current device.
   void record();
   /// Makes the stream's later work wait, on the device, for the last record.
   void wait(const Stream& stream) const;
+  /// Makes the calling thread's current stream of the event's device wait for the last record.
+  /// Neither wait does anything while the event was never recorded.
   void wait() const;
   /// True once the last record's work has completed (then the recording stream's query()
   /// covering it is true too), or when never recorded.
@@ -42,7 +49,9 @@ class MPSRT_API Event {
   /// process, stable for the rest of its life.
   uint64_t id() const noexcept { return id_; }
 
+  /// True when the event was made with timing enabled.
   bool enable_timing() const noexcept { return timing_; }
+  /// True once record() has been called.
   bool recorded() const noexcept;
   /// Device of the first record, or -1.
   int device() const noexcept;

@@ -21,6 +21,7 @@ struct Access;
 /// bytes 0-27 uint32 state[7] ([0] = 1, [1..4] the last Philox output block, [5..6] the seed's
 /// low/high words), bytes 28-35 uint64 seed, bytes 36-43 uint64 offset; little-endian.
 constexpr size_t kRngStateSize = 44;
+/// The state blob of Generator::get_state() and set_state().
 using RngState = std::array<uint8_t, kRngStateSize>;
 
 /// A Philox4x32-10 generator: a (seed, offset) pair. Each random op reserves the Philox
@@ -37,9 +38,15 @@ class MPSRT_API Generator {
   void manual_seed(uint64_t seed);
   /// Seeds nondeterministically; returns the new seed.
   uint64_t seed();
+  /// The seed in force: the generator's first (nondeterministic) seed until manual_seed(),
+  /// seed() or set_state() sets another.
   uint64_t initial_seed() const;
+  /// The offset: how many Philox blocks (128 bits each) are used up, so the next random op
+  /// starts at this block. manual_seed() and seed() reset it to 0.
   uint64_t offset() const;
+  /// Sets the block the next random op starts at; the seed stays.
   void set_offset(uint64_t offset);
+  /// The (seed, offset) state as torch.mps's 44-byte blob (kRngStateSize).
   RngState get_state() const;
   /// Throws std::invalid_argument unless size == kRngStateSize and data is not null.
   void set_state(const uint8_t* data, size_t size);
@@ -50,6 +57,7 @@ class MPSRT_API Generator {
   /// block (word 0 low), which the offset then moves past. For seeding another generator from
   /// this one (e.g. a library's own generator for an op mpsrt has no kernel for).
   uint64_t random_u64();
+  /// Index of the generator's device.
   int device() const noexcept { return device_; }
 
  private:
@@ -64,9 +72,13 @@ class MPSRT_API Generator {
 /// (mpsrt/dtype.h: which op may write which dtype is random_supported() there) and the op's
 /// parameters.
 struct RandomSpec {
+  /// mpsrt::RandomOp, so that a spec reads RandomSpec::Op::Uniform.
   using Op = RandomOp;
+  /// mpsrt::DType, so that a spec reads RandomSpec::DType::F32.
   using DType = mpsrt::DType;
+  /// What is written.
   Op op = Op::Bits;
+  /// The element type written.
   DType dtype = DType::U32;
   double a = 0.0;      ///< Uniform: low; Normal: mean
   double b = 1.0;      ///< Uniform: high; Normal: std
@@ -78,9 +90,10 @@ struct RandomSpec {
 /// The integers IntRange can write into dtype: [min, max) (DTypeInfo::int_min / int_max of
 /// mpsrt/dtype.h); `max` is also random_()'s default high. {0, 0} outside the enum.
 struct RandomIntBounds {
-  int64_t min = 0;
-  uint64_t max = 0;
+  int64_t min = 0;   ///< the lowest integer
+  uint64_t max = 0;  ///< one past the highest integer
 };
+/// The RandomIntBounds of `dtype`.
 constexpr RandomIntBounds random_int_bounds(DType dtype) noexcept {
   return dtype_valid(dtype) ? RandomIntBounds{dtype_info(dtype).int_min, dtype_info(dtype).int_max}
                             : RandomIntBounds{};

@@ -23,27 +23,27 @@ namespace mpsrt {
 /// Buffer), bound as the kernel's storage buffer of the argument's index. `written`: the kernel
 /// may write them (the stream orders later readers after it).
 struct KernelArg {
-  const Buffer* buffer = nullptr;
-  size_t offset = 0;
-  size_t nbytes = 0;
-  bool written = false;
+  const Buffer* buffer = nullptr;  ///< the Buffer (on the stream's device)
+  size_t offset = 0;               ///< the first byte, relative to the Buffer
+  size_t nbytes = 0;               ///< bytes of the range (at least 1)
+  bool written = false;            ///< the kernel may write the range
 };
 
 /// A kernel launch. Push-constant bytes [0, 32) of the kernel hold, per argument, its first
 /// byte's offset inside its binding (set by the runtime); bytes [32, 32 + push_bytes) are
 /// `push`. Specialisation constants 0 .. nspec - 1 are `spec`.
 struct KernelLaunch {
-  static constexpr uint32_t kMaxArgs = 8;
-  static constexpr uint32_t kMaxSpec = 16;
-  static constexpr uint32_t kMaxPushBytes = 96;
-  int kernel = -1;  ///< kernel_index(name)
-  uint32_t nspec = 0;
-  uint32_t spec[kMaxSpec] = {};
-  uint32_t nargs = 0;
-  KernelArg args[kMaxArgs] = {};
-  uint32_t push_bytes = 0;
-  alignas(8) unsigned char push[kMaxPushBytes] = {};
-  uint32_t groups[3] = {1, 1, 1};  ///< workgroups in x, y, z
+  static constexpr uint32_t kMaxArgs = 8;        ///< the most arguments of a launch
+  static constexpr uint32_t kMaxSpec = 16;       ///< the most specialisation constants
+  static constexpr uint32_t kMaxPushBytes = 96;  ///< the most bytes of `push`
+  int kernel = -1;                               ///< kernel_index(name)
+  uint32_t nspec = 0;                            ///< specialisation constants used (<= kMaxSpec)
+  uint32_t spec[kMaxSpec] = {};                  ///< the specialisation constants' values
+  uint32_t nargs = 0;                            ///< arguments used (<= kMaxArgs)
+  KernelArg args[kMaxArgs] = {};                 ///< the arguments, by binding index
+  uint32_t push_bytes = 0;                       ///< bytes of `push` used (<= kMaxPushBytes)
+  alignas(8) unsigned char push[kMaxPushBytes] = {};  ///< push-constant bytes [32, 32 + push_bytes)
+  uint32_t groups[3] = {1, 1, 1};                     ///< workgroups in x, y, z
 };
 
 /// The kernels of the library, in index order.

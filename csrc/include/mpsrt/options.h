@@ -10,11 +10,11 @@ namespace mpsrt {
 
 /// One environment variable the runtime reads: its name, alias, current value and meaning.
 struct OptionInfo {
-  std::string name;   ///< e.g. "MPSRT_HIGH_WATERMARK_RATIO"
-  std::string alias;  ///< e.g. "PYTORCH_MPS_HIGH_WATERMARK_RATIO", or empty
-  std::string value;  ///< the value in force, as text
-  std::string default_value;
-  std::string help;  ///< what it means and which values are valid
+  std::string name;           ///< e.g. "MPSRT_HIGH_WATERMARK_RATIO"
+  std::string alias;          ///< e.g. "PYTORCH_MPS_HIGH_WATERMARK_RATIO", or empty
+  std::string value;          ///< the value in force, as text
+  std::string default_value;  ///< the value when the variable is not set, as text
+  std::string help;           ///< what it means and which values are valid
 };
 
 /// Every option of the runtime with its value in force. Reading them validates them:

@@ -26,16 +26,19 @@
 #include <cmath>
 #include <cstdint>
 
+/// Philox4x32-10 and the transforms of mpsrt's random numbers, header-only: the definition
+/// every backend's kernels follow (see the top of mpsrt/philox.h).
 namespace mpsrt::philox {
 
-constexpr uint32_t kM0 = 0xD2511F53u;
-constexpr uint32_t kM1 = 0xCD9E8D57u;
-constexpr uint32_t kW0 = 0x9E3779B9u;  // golden ratio
-constexpr uint32_t kW1 = 0xBB67AE85u;  // sqrt(3) - 1
-constexpr int kRounds = 10;
+constexpr uint32_t kM0 = 0xD2511F53u;  ///< the multiplier of counter word 0
+constexpr uint32_t kM1 = 0xCD9E8D57u;  ///< the multiplier of counter word 2
+constexpr uint32_t kW0 = 0x9E3779B9u;  ///< key word 0's increment per round (golden ratio)
+constexpr uint32_t kW1 = 0xBB67AE85u;  ///< key word 1's increment per round (sqrt(3) - 1)
+constexpr int kRounds = 10;            ///< rounds per block (the "-10" of Philox4x32-10)
 
+/// One 128-bit Philox block: four 32-bit words, word 0 first.
 struct Words {
-  uint32_t w[4];
+  uint32_t w[4];  ///< the words
 };
 
 /// One round: two 32x32->64 multiplies and a permutation.
@@ -81,15 +84,19 @@ constexpr uint64_t blocks_for_words(uint64_t n) noexcept {
   return (n + 3) / 4;
 }
 
+/// float32 uniform in [0, 1) from one word: (w >> 8) * 2^-24.
 inline float uniform_f32(uint32_t w) noexcept {
   return static_cast<float>(w >> 8) * 5.9604644775390625e-08f;  // 2^-24
 }
+/// float16 uniform in [0, 1) from one word, (w >> 21) * 2^-11, as a float (exact in float16).
 inline float uniform_f16_value(uint32_t w) noexcept {
   return static_cast<float>(w >> 21) * 4.8828125e-04f;  // 2^-11; exact in float16
 }
+/// bfloat16 uniform in [0, 1) from one word, (w >> 24) * 2^-8, as a float (exact in bfloat16).
 inline float uniform_bf16_value(uint32_t w) noexcept {
   return static_cast<float>(w >> 24) * 3.90625e-03f;  // 2^-8; exact in bfloat16
 }
+/// float64 uniform in [0, 1) from two words: (((hi << 32) | lo) >> 11) * 2^-53.
 inline double uniform_f64(uint32_t lo, uint32_t hi) noexcept {
   const uint64_t u = (static_cast<uint64_t>(hi) << 32) | lo;
   return static_cast<double>(u >> 11) * 1.1102230246251565e-16;  // 2^-53

@@ -19,6 +19,8 @@ namespace mpsrt {
 class Stream;
 }
 
+/// The signpost profiler: sessions, marks and ranges, host operations, the Chrome/Perfetto
+/// trace export, GPU captures and statistics.
 namespace mpsrt::profiler {
 
 /// Signpost modes (bits, combinable), as torch.mps.profiler's "interval" and "event".
@@ -63,6 +65,7 @@ MPSRT_API void range_end(int64_t id);
 /// (MPSRT_LOG_PROFILE_INFO bit 4 logs each, bit 64 prints the section). Cost with no session:
 /// one load each.
 MPSRT_API int64_t host_op_begin() noexcept;
+/// Records the host operation that host_op_begin() returned `begin` for (see host_op_begin()).
 MPSRT_API void host_op_end(std::string_view name, const Stream& stream, int64_t begin);
 
 /// What an export wrote.

@@ -55,7 +55,9 @@ class MPSRT_API Stream {
   /// Stream check it.
   void check_owner() const;
 
+  /// True when both handles name the same stream (or both are empty).
   bool operator==(const Stream& o) const noexcept { return impl_ == o.impl_; }
+  /// True when the handles name different streams.
   bool operator!=(const Stream& o) const noexcept { return impl_ != o.impl_; }
 
   /// An opaque value that identifies the stream while its runtime lives: two Streams are
