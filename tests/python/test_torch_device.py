@@ -1112,8 +1112,8 @@ def test_a_build_killed_half_way_never_blocks_later_imports(
     # later import must load a working glue. The second case rebuilds the glue from scratch
     # (ninja does not take the copy's objects: its log holds their commands under the original
     # folder's paths), two to three minutes of a core: it runs where MPSRT_TEST_GLUE_REBUILD=1
-    # (by hand, with each supported torch: docs/tests.md), once, on the run's first backend (the
-    # glue is one library for every backend).
+    # (CI sets it for this test with the newest torch: docs/tests.md), once, on the run's first
+    # backend (the glue is one library for every backend).
     from conftest import AVAILABLE, BACKENDS
 
     if left != "torch_lock":
