@@ -1,10 +1,9 @@
-"""Tables the docs build generates, so that none is kept by hand.
+"""Sphinx directives for the tables the docs build generates (docs/_ext/generated_tables.py
+writes their markdown):
 
-- ``{mpsrt-options}``: every environment variable of the options table (``mpsrt.options()``,
-  csrc/core/options.cpp): name, alias, default, meaning.
+- ``{mpsrt-options}``: every environment variable of the options table (``mpsrt.options()``).
 - ``{mpsrt-bench} PATH``: the figures of one ``python -m bench --json PATH`` run (a file in the
-  repository, path relative to docs/), one table per backend and area, with the run's header
-  (machine, versions, date).
+  repository, path relative to docs/).
 
 Each directive writes markdown that MyST parses as if it were in the page, so the help texts'
 markup (backticks, links to other pages) renders as it does elsewhere.
@@ -13,78 +12,12 @@ markup (backticks, links to other pages) renders as it does elsewhere.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _cell(text: str) -> str:
-    """A markdown table cell: pipes escaped, one line."""
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _code(text: str) -> str:
-    return f"`{text}`" if text else ""
-
-
-def options_table(options: list[dict[str, str]]) -> list[str]:
-    """The markdown table of `mpsrt.options()`."""
-    lines = ["| variable | alias | default | meaning |", "|---|---|---|---|"]
-    for o in options:
-        cells = [_code(o["name"]), _code(o["alias"]), _code(o["default"]), o["help"]]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
-
-
-def bench_tables(result: dict) -> list[str]:
-    """Markdown for one `python -m bench --json` result: the header, then a table per backend
-    and area, in the run's order, with the rows' notes under each table."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from bench.timing import Row, _fmt, _status
-
-    header = result["header"]
-    out = ["| | |", "|---|---|"]
-    for key, value in header.items():
-        if key in ("devices", "not_finished"):
-            continue
-        out.append(f"| {_cell(key)} | {_cell(value)} |")
-    for device in header.get("devices", []):
-        out.append(
-            f"| device | {_cell(device.get('device', ''))} ({_cell(device.get('details', ''))}) |"
-        )
-    out.append("")
-    tables: dict[tuple[str, str], list[Row]] = {}
-    for raw in result["rows"]:
-        row = Row(**raw)
-        tables.setdefault((row.backend, row.area), []).append(row)
-    for (backend, area), rows in tables.items():
-        out += [f"**{area}** (`{backend}`)", ""]
-        out.append("| case | mpsrt | peer | peer value | ratio | goal | status |")
-        out.append("|---|--:|---|--:|--:|---|---|")
-        notes: dict[str, None] = {}
-        for r in rows:
-            cells = [
-                r.name,
-                _fmt(r.value, r.unit),
-                r.peer_name or "-",
-                _fmt(r.peer_value, r.unit),
-                "-" if r.ratio is None else f"{r.ratio:.2f}x",
-                r.goal or "-",
-                _status(r),
-            ]
-            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-            if r.note:
-                notes.setdefault(f"{r.name}: {r.note}", None)
-        out.append("")
-        out += [f"- {_cell(n)}" for n in notes]
-        out.append("")
-    return out
+from generated_tables import bench_tables, options_table
 
 
 class _MarkdownDirective(Directive):
