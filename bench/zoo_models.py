@@ -51,20 +51,29 @@ def import_torchvision() -> Any:
     PyPI's Linux wheels are built against CUDA torch, so with torch's CPU build _C.so does not
     load (an undefined symbol), which torchvision tolerates -- but torchvision 0.28 then fails at
     import, in torchvision/_meta_registrations.py, on two unguarded register_fake calls for
-    torchvision::nms and torchvision::qnms, ops that only _C.so defines. Where _C.so does not
-    load, their two schemas are defined here first (no kernel: the zoo never runs nms), so that
-    the import goes through; where it loads, nothing is defined and torchvision is as shipped.
+    torchvision::nms and torchvision::qnms, ops that only _C.so (0.29: _C_stable.so) defines.
+    Where it does not load, their two schemas are defined here first (no kernel: the zoo never
+    runs nms), so that the import goes through; where it loads, nothing is defined and
+    torchvision is as shipped.
     """
     torch = _torch()
     spec = importlib.util.find_spec("torchvision")
     if spec is None or not spec.submodule_search_locations:
         raise Unavailable("torchvision is not installed: pip install '.[zoo]'")
     if not hasattr(torch.ops.torchvision, "nms"):
-        libs = sorted(pathlib.Path(spec.submodule_search_locations[0]).glob("_C.*"))
+        # _C.so up to torchvision 0.28, _C_stable.so from 0.29 (built on torch's stable ABI).
+        root = pathlib.Path(spec.submodule_search_locations[0])
+        libs = [p for p in sorted(root.glob("_C*")) if p.name.split(".")[0] in ("_C", "_C_stable")]
         try:
             if not libs:
                 raise OSError("no torchvision/_C library")
-            torch.ops.load_library(str(libs[0]))  # as torchvision does; a no-op done twice
+            for lib in libs:  # as torchvision does; a no-op done twice
+                try:
+                    torch.ops.load_library(str(lib))
+                    break
+                except OSError:
+                    if lib == libs[-1]:
+                        raise
         except OSError:
             global _TORCHVISION_SCHEMAS
             _TORCHVISION_SCHEMAS = torch.library.Library("torchvision", "DEF")

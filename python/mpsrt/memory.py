@@ -524,6 +524,10 @@ def _record_memory_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> N
     torch.compile or annotations here).
     skip_actions: trace actions not recorded (alloc, free_requested, free_completed,
     segment_alloc, segment_free, oom, snapshot).
+    record_pinned_host_memory, record_cuda (torch 2.14's): what is recorded, pinned host memory
+    and device memory. mpsrt records its device memory (record_cuda=False records nothing: the
+    same as enabled=None); its host staging memory is not the allocator's, so
+    record_pinned_host_memory=True raises ValueError.
     A bool `enabled` takes torch.cuda's legacy form (_record_memory_history_legacy).
     """
     if isinstance(enabled, bool):
@@ -541,6 +545,8 @@ def _record_memory_history_impl(
     compile_context: bool = False,
     global_record_annotations: bool = False,
     skip_actions: Sequence[str] | None = None,
+    record_pinned_host_memory: bool = False,
+    record_cuda: bool = True,
 ) -> None:
     _check_str_or_none("enabled", enabled)
     _check_str_or_none("context", context)
@@ -570,6 +576,15 @@ def _record_memory_history_impl(
     _check_bool("clear_history", clear_history)
     _check_bool("compile_context", compile_context)
     _check_bool("global_record_annotations", global_record_annotations)
+    _check_bool("record_pinned_host_memory", record_pinned_host_memory)
+    _check_bool("record_cuda", record_cuda)
+    if record_pinned_host_memory:
+        raise _HistoryArgumentError(
+            "record_pinned_host_memory=True: mpsrt's allocator holds device memory only (its "
+            "host staging memory is not recorded); pass record_pinned_host_memory=False"
+        )
+    if not record_cuda:
+        enabled = None  # nothing of the device recorded: recording stops
     skip = _skip_actions(skip_actions)
     idx = _dev(device, "_record_memory_history")
     # torch.cuda: the trace keeps max(1, max_entries) entries with "all", one with "state".

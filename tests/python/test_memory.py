@@ -1366,6 +1366,9 @@ def test_record_memory_history_has_torch_cudas_signature() -> None:
         "compile_context": False,
         "global_record_annotations": False,
         "skip_actions": None,
+        # torch 2.14's
+        "record_pinned_host_memory": False,
+        "record_cuda": True,
     }
     assert {k: p.default for k, p in params.items()} == want
     assert list(params) == list(want)  # the positional order too
@@ -1373,8 +1376,30 @@ def test_record_memory_history_has_torch_cudas_signature() -> None:
         import torch.cuda.memory as tcm
     except ImportError:
         return
+    # The installed torch's: the same names, defaults and order, up to its version's last one.
     theirs = inspect.signature(tcm._record_memory_history).parameters
-    assert {k: p.default for k, p in theirs.items()} == want
+    assert list(theirs) == list(want)[: len(theirs)]
+    assert {k: p.default for k, p in theirs.items()} == {k: want[k] for k in theirs}
+    assert len(theirs) >= len(want) - 2
+
+
+def test_record_memory_history_torch_2_14_arguments(backend: str) -> None:
+    b = mpsrt.empty(4096)
+    try:
+        with pytest.raises(ValueError, match="record_pinned_host_memory=True"):
+            memory._record_memory_history("all", record_pinned_host_memory=True)
+        with pytest.raises(TypeError, match="record_cuda must be a bool"):
+            memory._record_memory_history("all", record_cuda=1)
+        # record_cuda=False records nothing of the device: as enabled=None.
+        memory._record_memory_history("all", record_cuda=False)
+        mpsrt.empty(1 << 20).free()
+        assert memory.snapshot()["device_traces"][0] == []
+        memory._record_memory_history("all", clear_history=True)
+        mpsrt.empty(1 << 20).free()
+        assert [t["action"] for t in memory.snapshot()["device_traces"][0]][:1] == ["alloc"]
+    finally:
+        memory._record_memory_history(None, clear_history=True)
+        del b
 
 
 def test_record_memory_history_clear_history_and_positional_device(backend: str) -> None:
