@@ -153,21 +153,26 @@ def _status(row: Row) -> str:
     return "ok" if row.goal_met else "MISS"
 
 
+TABLE_HEADER = ("case", "mpsrt", "peer", "peer value", "ratio", "goal", "status")
+
+
+def row_cells(r: Row) -> tuple[str, ...]:
+    """A row's cells as the tables show them, in TABLE_HEADER's order."""
+    return (
+        r.name,
+        _fmt(r.value, r.unit),
+        r.peer_name or "-",
+        _fmt(r.peer_value, r.unit),
+        "-" if r.ratio is None else f"{r.ratio:.2f}x",
+        r.goal or "-",
+        _status(r),
+    )
+
+
 def format_table(area: str, rows: list[Row]) -> str:
     """One table for one area, with a line saying how ratios are oriented, then notes."""
-    header = ("case", "mpsrt", "peer", "peer value", "ratio", "goal", "status")
-    cells = [
-        (
-            r.name,
-            _fmt(r.value, r.unit),
-            r.peer_name or "-",
-            _fmt(r.peer_value, r.unit),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
-            r.goal or "-",
-            _status(r),
-        )
-        for r in rows
-    ]
+    header = TABLE_HEADER
+    cells = [row_cells(r) for r in rows]
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
     right = {1, 3, 4}  # numbers are right-aligned
 

@@ -40,7 +40,7 @@ def bench_tables(result: dict) -> list[str]:
     and area, in the run's order, with the rows' notes under each table."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from bench.timing import Row, _fmt, _status
+    from bench.timing import TABLE_HEADER, Row, row_cells
 
     header = result["header"]
     out = ["| | |", "|---|---|"]
@@ -59,20 +59,11 @@ def bench_tables(result: dict) -> list[str]:
         tables.setdefault((row.backend, row.area), []).append(row)
     for (backend, area), rows in tables.items():
         out += [f"**{area}** (`{backend}`)", ""]
-        out.append("| case | mpsrt | peer | peer value | ratio | goal | status |")
+        out.append("| " + " | ".join(TABLE_HEADER) + " |")
         out.append("|---|--:|---|--:|--:|---|---|")
         notes: dict[str, None] = {}
         for r in rows:
-            cells = [
-                r.name,
-                _fmt(r.value, r.unit),
-                r.peer_name or "-",
-                _fmt(r.peer_value, r.unit),
-                "-" if r.ratio is None else f"{r.ratio:.2f}x",
-                r.goal or "-",
-                _status(r),
-            ]
-            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            out.append("| " + " | ".join(_cell(c) for c in row_cells(r)) + " |")
             if r.note:
                 notes.setdefault(f"{r.name}: {r.note}", None)
         out.append("")
