@@ -33,6 +33,8 @@ from .memory import (
 )
 from .random import (
     Generator,
+    _get_rng_state_offset,
+    _set_rng_state_offset,
     bernoulli,
     default_generator,
     get_rng_state,

@@ -66,6 +66,18 @@ def _is_host_array(obj: object) -> bool:
     return kind == 1  # kDLCPU
 
 
+def _inputs(tensors: Sequence[Buffer], caller: str) -> list[Buffer]:
+    ins = _sequence(tensors, caller, "a sequence of Buffers")
+    for i, t in enumerate(ins):
+        if not isinstance(t, Buffer) and _is_host_array(t):
+            # torch: the inputs of a gather must be device tensors; a CPU one is a RuntimeError.
+            raise CommError(
+                "Expected all input tensors to be mpsrt Buffers, but tensor at index "
+                f"{i} has device 'cpu' (a {type(t).__module__}.{type(t).__name__})"
+            )
+    return [_buffer(b, caller) for b in ins]
+
+
 def _outputs(out: Sequence[Buffer], caller: str) -> list[Buffer]:
     outs = _sequence(out, caller, "out to be a sequence of Buffers")
     for i, o in enumerate(outs):
@@ -432,10 +444,10 @@ def gather(
 
     Raises:
         TypeError: An argument has a wrong type.
-        ValueError: ``out`` is given with ``destination``, ``tensors`` is empty, the dtypes
-            differ, a shape does not match, ``out`` is read-only, or the device does not exist
-            (``mpsrt.comm.CommError``, also a RuntimeError, where torch raises a
-            RuntimeError).
+        ValueError: ``out`` is given with ``destination``, ``tensors`` is empty or holds a
+            host array (torch: a CPU tensor), the dtypes differ, a shape does not match,
+            ``out`` is read-only, or the device does not exist (``mpsrt.comm.CommError``, also
+            a RuntimeError, where torch raises a RuntimeError).
         IndexError: ``dim`` is out of range, or the Buffers are 0-d
             (``mpsrt.comm.CommIndexError``, also a ValueError).
 
@@ -455,7 +467,7 @@ def gather(
             "'destination' must not be specified when 'out' is specified, but got "
             f"destination={destination}"
         )
-    bs = [_buffer(b, "gather") for b in _sequence(tensors, "gather", "a sequence of Buffers")]
+    bs = _inputs(tensors, "gather")
     if not bs:
         raise CommError("Expected at least one tensor to gather from")
     dtype = bs[0].dtype

@@ -199,6 +199,56 @@ def set_rng_state(new_state: Any, device: DeviceLike = "mps") -> None:
     _C.default_generator(_rng_device(device, "set_rng_state"))._set_state_bytes(data)
 
 
+def _get_rng_state_offset(device: DeviceLike = "mps") -> int:
+    """A device's default generator's Philox offset, as torch.cuda._get_rng_state_offset.
+
+    Args:
+        device: A device index, a device string (``"mps"``, ``"mps:0"``), a torch.device, or
+            None for the current device.
+
+    Returns:
+        int: The offset, in 128-bit Philox blocks (``Generator.get_offset()``).
+
+    Raises:
+        TypeError: ``device`` has a wrong type.
+        ValueError: ``device`` names no device of the active backend.
+
+    Example:
+        >>> import mpsrt
+        >>> state = mpsrt.get_rng_state()
+        >>> mpsrt._set_rng_state_offset(100)
+        >>> mpsrt._get_rng_state_offset()
+        100
+        >>> mpsrt.set_rng_state(state)
+    """
+    return _C.default_generator(_rng_device(device, "_get_rng_state_offset")).get_offset()
+
+
+def _set_rng_state_offset(offset: int, device: DeviceLike = "mps") -> None:
+    """Sets a device's default generator's Philox offset (its seed stays), as
+    torch.cuda._set_rng_state_offset.
+
+    Args:
+        offset: The new offset, in 128-bit Philox blocks: an int in [0, 2**64).
+        device: A device index, a device string (``"mps"``, ``"mps:0"``), a torch.device, or
+            None for the current device.
+
+    Raises:
+        TypeError: ``offset`` is not an int, or ``device`` has a wrong type.
+        ValueError: ``offset`` is out of range, or ``device`` names no device of the active
+            backend.
+
+    Example:
+        >>> import mpsrt
+        >>> mpsrt.manual_seed(7)
+        >>> a = mpsrt.rand(4).numpy()
+        >>> mpsrt._set_rng_state_offset(0)
+        >>> bool((mpsrt.rand(4).numpy() == a).all())
+        True
+    """
+    _C.default_generator(_rng_device(device, "_set_rng_state_offset")).set_offset(offset)
+
+
 def get_rng_state_all() -> list[np.ndarray]:
     """The default generator's state of every device.
 

@@ -300,8 +300,6 @@ def test_gather_bad_inputs(three_devices) -> None:
             comm.gather(a)  # a Buffer, not a sequence of them
         with pytest.raises(TypeError, match="Buffer"):
             comm.gather([a, "b"])
-        with pytest.raises(TypeError, match="Buffer"):
-            comm.gather([a, np.zeros((2, 3), np.float32)])
         with pytest.raises(ValueError, match="dtype"):
             comm.gather([a, make(sample((2, 3), "int64"), "int64", 1)])
         with pytest.raises(ValueError, match="invalid shape"):
@@ -778,6 +776,15 @@ def test_comm_gather_and_reduce_add_torch_errors(three_devices) -> None:
             "Expected at least one tensor to gather from",
             lambda: comm.gather([], out=mpsrt.empty((2, 3), "float32")),
         )
+        # torch.cuda.comm.gather: a CPU tensor among the inputs is a RuntimeError naming it.
+        for inputs in ([np.zeros((2, 3), np.float32), a], [a, np.zeros((2, 3), np.float32)]):
+            i = 0 if isinstance(inputs[0], np.ndarray) else 1
+            raises_exactly(
+                RuntimeError,
+                f"Expected all input tensors to be mpsrt Buffers, but tensor at index {i} has "
+                "device 'cpu' (a numpy.ndarray)",
+                lambda inputs=inputs: comm.gather(inputs),
+            )
         raises_exactly(
             RuntimeError,
             "Expected all input tensors to have the same number of dimensions, but tensor at "

@@ -216,6 +216,38 @@ def test_state_all_and_generators(runtime_env) -> None:
         assert isinstance(g.seed(), int)
 
 
+def test_rng_state_offset_private_pair_is_torch_cudas(runtime_env) -> None:
+    # torch.cuda's _get_rng_state_offset / _set_rng_state_offset (test_cuda_multigpu's
+    # test_rng_state_offset): the offset set is the offset read, per device, and the state
+    # restored afterwards takes the old offset back.
+    with runtime_env(MPSRT_CPU_DEVICES=2):
+        before = mpsrt.get_rng_state()
+        mpsrt._set_rng_state_offset(100)
+        assert mpsrt._get_rng_state_offset() == 100
+        assert int(mpsrt.get_rng_state()[36:44].view("<u8")[0]) == 100
+        mpsrt.set_rng_state(before)
+        assert mpsrt._get_rng_state_offset() == int(before[36:44].view("<u8")[0])
+        last = mpsrt.device_count() - 1
+        mpsrt.manual_seed_all(3)
+        mpsrt._set_rng_state_offset(5, f"mps:{last}")
+        assert mpsrt._get_rng_state_offset(last) == 5
+        if last != 0:
+            assert mpsrt._get_rng_state_offset(0) == 0  # only the named device moved
+        # The offset picks the Philox blocks: back to 0, the same numbers again.
+        mpsrt.manual_seed(11)
+        a = mpsrt.rand(40).numpy().copy()  # a copy: no view keeps the Buffer alive
+        assert mpsrt._get_rng_state_offset() == 10
+        mpsrt._set_rng_state_offset(0)
+        assert np.array_equal(mpsrt.rand(40).numpy(), a)
+        with pytest.raises(ValueError, match=r"out of range \[0, 2\*\*64\)"):
+            mpsrt._set_rng_state_offset(-1)
+        with pytest.raises(TypeError, match="expected an int"):
+            mpsrt._set_rng_state_offset(1.5)
+        with pytest.raises(ValueError):
+            mpsrt._get_rng_state_offset(mpsrt.device_count())
+        assert mpsrt._get_rng_state_offset() == 10  # a refused call changed nothing
+
+
 def _draws_under_every_setting(
     runtime_env: Any, draw: Callable[[], list[Any]]
 ) -> Iterator[tuple[dict[str, int | str], list[Any]]]:

@@ -413,12 +413,12 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "mpsrt") -> None:
 
 def _get_rng_state_offset(device: Any = "mpsrt") -> int:
     """torch.cuda._get_rng_state_offset: the device's default generator's Philox offset."""
-    return mpsrt.random.default_generator(_index(device)).get_offset()
+    return mpsrt._get_rng_state_offset(_index(device))
 
 
 def _set_rng_state_offset(offset: int, device: Any = "mpsrt") -> None:
     """torch.cuda._set_rng_state_offset: sets the device's default generator's Philox offset."""
-    mpsrt.random.default_generator(_index(device)).set_offset(offset)
+    mpsrt._set_rng_state_offset(offset, _index(device))
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
