@@ -293,6 +293,44 @@ BufferObject bernoulli_(nb::handle self, FloatArg p, OptGeneratorArg generator) 
   return fill(self, b, spec, generator.get(b.device, "bernoulli_"));
 }
 
+// The random constructors' own entry points: each allocates the new Buffer its Python function
+// (mpsrt.rand, ...) fills, so that allocation history's native stacks (stacks="all") name the
+// op, as torch's name at::native::rand. Never inlined, for the same reason.
+[[gnu::noinline]] nb::object rand(ShapeArg size, DTypeArg dtype, DeviceArg device,
+                                  OptStreamArg stream) {
+  return new_buffer(size, dtype, device, stream, "rand", "rand()");
+}
+[[gnu::noinline]] nb::object randn(ShapeArg size, DTypeArg dtype, DeviceArg device,
+                                   OptStreamArg stream) {
+  return new_buffer(size, dtype, device, stream, "randn", "randn()");
+}
+[[gnu::noinline]] nb::object randint(ShapeArg size, DTypeArg dtype, DeviceArg device,
+                                     OptStreamArg stream) {
+  return new_buffer(size, dtype, device, stream, "randint", "randint()");
+}
+[[gnu::noinline]] nb::object bernoulli(ShapeArg size, DTypeArg dtype, DeviceArg device,
+                                       OptStreamArg stream) {
+  return new_buffer(size, dtype, device, stream, "bernoulli", "bernoulli()");
+}
+[[gnu::noinline]] nb::object random_bits(ShapeArg size, DTypeArg dtype, DeviceArg device,
+                                         OptStreamArg stream) {
+  return new_buffer(size, dtype, device, stream, "random_bits", "random_bits()");
+}
+
+BufferObject new_random(const std::string& op, ShapeArg size, DTypeArg dtype, DeviceArg device,
+                        OptStreamArg stream) {
+  using Constructor = nb::object (*)(ShapeArg, DTypeArg, DeviceArg, OptStreamArg);
+  static const std::pair<const char*, Constructor> kConstructors[] = {
+      {"rand", &rand},           {"randn", &randn},
+      {"randint", &randint},     {"bernoulli", &bernoulli},
+      {"random_bits", &random_bits},
+  };
+  for (const auto& [name, make] : kConstructors) {
+    if (op == name) return BufferObject(make(size, dtype, device, stream));
+  }
+  throw nb::value_error(("_new_random(): unknown random constructor " + op).c_str());
+}
+
 void bind_generator(nb::module_& m);
 void bind_fills(nb::class_<PyBuffer>& buffer);
 void bind_module_functions(nb::module_& m);
@@ -561,6 +599,14 @@ void bind_module_functions(nb::module_& m) {
       nb::arg("caller") = "_random_fill",
       "The random fill by op name, with no checks of a, b, low, range and p beyond the core's "
       "(random_bits() and the benchmarks); errors name caller.");
+  m.def("_new_random", &new_random, nb::arg("op"), nb::arg("size").none(),
+        nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+        nb::arg("stream") = nb::none(),
+        nb::sig("def _new_random(op: str, size: int | collections.abc.Sequence[int], dtype: str "
+                "| numpy.dtype[typing.Any] | type | None = None, device: int | str | None = "
+                "None, stream: Stream | None = None) -> Buffer"),
+        "The new Buffer of a random constructor (op: 'rand', 'randn', 'randint', 'bernoulli', "
+        "'random_bits'), allocated in the op's own native function; errors name the op.");
   m.def("_seed_value", &seed_value, nb::arg("seed").none(), nb::arg("caller"),
         nb::sig("def _seed_value(seed: int, caller: str) -> int"),
         "seed as the 64-bit word generators take (-2**63 <= seed < 2**64; negative seeds wrap); "

@@ -307,8 +307,9 @@ def _shape(size: tuple[Any, ...], caller: str) -> Any:
     return size
 
 
-def _new(size: Any, dtype: str, device: DeviceLike, stream: Any) -> Buffer:
-    return _C.empty(size, dtype, device, stream)
+def _new(op: str, size: Any, dtype: str, device: DeviceLike, stream: Any) -> Buffer:
+    # Allocated in the op's own native function: the snapshots' native frames name it.
+    return _C._new_random(op, size, dtype, device, stream)
 
 
 def _on(stream: Any) -> StreamContext:
@@ -351,7 +352,7 @@ def rand(
         array([[0.399 , 0.8805, 0.7357],
                [0.6055, 0.9722, 0.3621]], dtype=float32)
     """
-    buf = _new(_shape(size, "rand"), dtype, device, stream)
+    buf = _new("rand", _shape(size, "rand"), dtype, device, stream)
     with _on(stream):
         return buf.uniform_(0.0, 1.0, generator)
 
@@ -391,7 +392,7 @@ def randn(
         >>> mpsrt.randn(4, generator=g).numpy().round(3)
         array([ 0.991, -0.925, -0.618, -0.482], dtype=float32)
     """
-    buf = _new(_shape(size, "randn"), dtype, device, stream)
+    buf = _new("randn", _shape(size, "randn"), dtype, device, stream)
     with _on(stream):
         return buf.normal_(0.0, 1.0, generator)
 
@@ -446,7 +447,7 @@ def randint(
             raise TypeError("randint() missing the size")
     if high is None:
         raise TypeError("randint() missing high")
-    buf = _new(size, dtype, device, stream)
+    buf = _new("randint", size, dtype, device, stream)
     with _on(stream):
         return buf.random_(low, high, generator)
 
@@ -487,7 +488,7 @@ def bernoulli(
         >>> mpsrt.bernoulli(0.5, 8, generator=g).numpy()
         array([1., 0., 0., 0., 0., 1., 0., 1.], dtype=float32)
     """
-    buf = _new(size, dtype, device, stream)
+    buf = _new("bernoulli", size, dtype, device, stream)
     with _on(stream):
         return buf.bernoulli_(p, generator)
 
@@ -523,7 +524,7 @@ def random_bits(
         >>> mpsrt.random_bits(4, generator=g).numpy()
         array([1713891541, 3781805453, 3159862348, 2600524760], dtype=uint32)
     """
-    buf = _new(size, "uint32", device, stream)
+    buf = _new("random_bits", size, "uint32", device, stream)
     with _on(stream):
         return _C._random_fill(buf, "bits", generator=generator, caller="random_bits")
 

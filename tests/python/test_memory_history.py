@@ -7,6 +7,7 @@ torch/cuda/memory.py)."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -182,8 +183,11 @@ def test_each_context_keeps_the_stacks_torch_keeps(context: str | None) -> None:
     # (torch: free_block clears context_when_allocated).
     assert _first_python(snap["live"]["frames"]) == (None if context is None else "_alloc_here")
     assert snap["freed"]["state"] == "inactive" and snap["freed"]["frames"] == []
+    # The heap of the freed 24 MiB block, cached with no live block: its stack stays from
+    # "alloc" on (torch's context_when_segment_allocated); "state" keeps live ones only (torch's
+    # test_memory_plots_free_stack: nothing of a freed allocation is left in the snapshot).
     seg = next(s for s in snap["segments"] if s["address"] == big_ptr)
-    assert _first_python(seg["frames"]) == (None if context is None else "_alloc_here")
+    assert _first_python(seg["frames"]) == (None if context in (None, "state") else "_alloc_here")
     # The trace: no stacks with None or "state" (torch: record_context_ < ALLOC); from "alloc"
     # the allocation's; a free's own stack only with "all" (torch gathers it at RecordContext::
     # ALL, else the free carries context_when_allocated), the same for free_completed, and
@@ -224,6 +228,55 @@ def test_context_state_with_native_stacks_keeps_live_blocks_only() -> None:
     assert _native(frames) and _first_python(frames) == "_alloc_here"
     assert _block(snap, gone_ptr)["frames"] == []
     assert all(t["frames"] == [] for t in snap["device_traces"][0])
+
+
+@pytest.mark.parametrize("context", ["alloc", "all", "state"])
+def test_a_freed_allocations_stacks_stay_only_where_torch_keeps_them(context: str) -> None:
+    # torch's test_memory_plots_free_stack: an allocation made and freed while recording is in
+    # the snapshot (trace entries) from "alloc" on, its free from "all" on; with "state" neither
+    # is anywhere, its heap's stack included.
+    _empty_cache_here()
+    memory._record_memory_history(context=context)
+    x = None
+
+    def thealloc() -> None:
+        nonlocal x
+        x = mpsrt.rand(3, 4)
+
+    def thefree() -> None:
+        nonlocal x
+        del x
+
+    thealloc()
+    thefree()
+    ss = json.dumps(memory.snapshot())
+    assert ("thefree" in ss) == (context == "all")
+    assert ("thealloc" in ss) == (context != "state")
+
+
+def test_native_frames_name_the_op_that_allocated() -> None:
+    # torch's test_memory_plots: with stacks="all" the native frames of torch.rand's block name
+    # ::rand; mpsrt's random constructors allocate in native functions of their own names.
+    memory._record_memory_history(stacks="all")
+    bufs = {
+        "rand": mpsrt.rand(128, 128),
+        "randn": mpsrt.randn(16),
+        "randint": mpsrt.randint(0, 5, (16,)),
+        "bernoulli": mpsrt.bernoulli(0.5, 16),
+        "random_bits": mpsrt.random_bits(16),
+        "empty": mpsrt.empty(16),
+    }
+    snap = memory.snapshot()
+    for op, b in bufs.items():
+        names = _names(_native(_block(snap, b.data_ptr)["frames"]))
+        ours = [n for n in names if n.startswith("mpsrt::python::")]
+        # the op's own function, right above the shared constructor (innermost first)
+        i = next(i for i, n in enumerate(ours) if n.startswith("mpsrt::python::new_buffer("))
+        assert f"::{op}(" in ours[i + 1], (op, ours)
+    assert not any("::rand(" in n for n in _names(_native(_block(snap, bufs["empty"].data_ptr)[
+        "frames"])))  # fmt: skip
+    plot = json.dumps(snap)
+    assert "::rand(" in plot
 
 
 # ------------------------------------------- 3. mpsrt's own Python wrappers are in the stacks

@@ -481,6 +481,7 @@ void CachingAllocator::free(Block* b) noexcept {
   b->fences.push_back({b->stream, b->stream->fence_value()});
   for (AllocStream* s : b->uses) b->fences.push_back({s, s->fence_value()});
   ContextPtr ctx;
+  ContextPtr segment_ctx;  // a wholly free heap's stack with the "state" context (see below)
   // With history's "all" context the free carries its own frames (else the allocation's).
   ContextPtr free_ctx;
   if (MPSRT_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
@@ -516,7 +517,16 @@ void CachingAllocator::free(Block* b) noexcept {
     } else {
       merge_and_insert(b);
     }
-    if (h->allocated == 0) h->freed_tick = ++clock_;
+    if (h->allocated == 0) {
+      h->freed_tick = ++clock_;
+      // "state" keeps the stacks of what is live only (torch's test_memory_plots_free_stack):
+      // a cached heap with no live block no longer shows who made it. The trace, which has
+      // the stacks from "alloc" on, keeps the heap's in the other contexts.
+      if (context_level_.load(std::memory_order_relaxed) ==
+          static_cast<uint8_t>(HistoryContext::State)) {
+        segment_ctx = std::move(h->context);
+      }
+    }
     if (cache_limit_ != SIZE_MAX && reserved_ - allocated_ > cache_limit_) {
       flush_bins();
       release_heaps(reserved_ - allocated_ - cache_limit_, false, &free_ctx);

@@ -261,7 +261,7 @@ struct MemorySnapshot {
 /// Which stacks history keeps (torch.cuda's `context` of _record_memory_history).
 enum class HistoryContext : uint8_t {
   None,   ///< no stacks
-  State,  ///< stacks of the blocks allocated now (snapshot segments and blocks)
+  State,  ///< stacks of the live blocks, and of each segment until none of its blocks is live
   Alloc,  ///< and in trace entries: allocations' stacks (frees carry their allocation's)
   All,    ///< and frees' own stacks in free_requested / free_completed / segment_free
 };
