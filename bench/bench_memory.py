@@ -57,7 +57,7 @@ def _python_rows(quick: bool) -> list[Row]:
         ns = {k: v.median * 1e9 for k, v in st.items()}
         case = f"empty({_size_name(n)}) + release"
         row = Row(AREA, case, ns["mpsrt"], "ns", "numpy.empty", ns["numpy.empty"])
-        if n == MiB:
+        if n <= MiB:  # a cache hit: the binding's own cost against numpy's
             row.goal, row.goal_met = "<= 1.0x numpy.empty", ns["mpsrt"] <= ns["numpy.empty"]
         rows.append(row)
         if "torch.empty" in ns:

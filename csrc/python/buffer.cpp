@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -492,14 +493,20 @@ nb::object new_buffer(ShapeArg size, DTypeArg dtype, DeviceArg device, OptStream
   if (count > std::numeric_limits<size_t>::max() / itemsize(dt)) {
     throw nb::value_error((std::string(call) + ": the size in bytes overflows 64 bits").c_str());
   }
-  PyBuffer b;
-  b.shape = shape;
-  b.dtype = &dt;
-  b.device = dev;
-  b.nbytes = count * itemsize(dt);
-  b.buf = Buffer(b.nbytes, s);
-  // Moved into the Python object's own storage: one allocation in all.
-  return nb::cast(std::move(b), nb::rv_policy::move);
+  const size_t nbytes = count * itemsize(dt);
+  Buffer memory(nbytes, s);  // first: an allocation that fails leaves no Python object behind
+  // Built in the Python object's own storage (one allocation, nothing moved). The type is
+  // looked up once: nanobind's lookup is a hash probe per call.
+  static const nb::handle type = nb::type<PyBuffer>();
+  nb::object o = nb::inst_alloc(type);
+  PyBuffer* b = new (nb::inst_ptr<PyBuffer>(o)) PyBuffer;
+  b->buf = std::move(memory);
+  b->shape = shape;
+  b->dtype = &dt;
+  b->device = dev;
+  b->nbytes = nbytes;
+  nb::inst_mark_ready(o);
+  return o;
 }
 
 nb::class_<PyBuffer> init_buffer(nb::module_& m) {

@@ -1,6 +1,7 @@
 // The Python Buffer: a caching-allocator Buffer with a shape and a dtype.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,11 +38,20 @@ const DType& default_dtype();
 /// float) as dtype `d`, for fill_; TypeError / ValueError when it cannot be one.
 uint64_t fill_pattern(nb::handle value, const DType& d);
 
-/// Up to kMaxDims dimensions, stored inline (no allocation on the empty() path).
+/// Up to kMaxDims dimensions, stored inline (no allocation on the empty() path). dims[0, ndim)
+/// hold the shape; the rest is never set nor read (a copy moves the ndim dimensions only):
+/// making and copying a Shape costs what it holds, not 128 bytes.
 struct Shape {
   static constexpr size_t kMaxDims = 16;
-  int64_t dims[kMaxDims] = {};
+  int64_t dims[kMaxDims];
   size_t ndim = 0;
+  Shape() noexcept {}  // NOLINT(cppcoreguidelines-pro-type-member-init): dims past ndim unset
+  Shape(const Shape& o) noexcept : ndim(o.ndim) { std::copy_n(o.dims, o.ndim, dims); }
+  Shape& operator=(const Shape& o) noexcept {
+    ndim = o.ndim;
+    std::copy_n(o.dims, o.ndim, dims);
+    return *this;
+  }
   const int64_t* begin() const noexcept { return dims; }
   const int64_t* end() const noexcept { return dims + ndim; }
   size_t size() const noexcept { return ndim; }

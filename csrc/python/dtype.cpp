@@ -48,25 +48,37 @@ std::string dtype_list() {
 }  // namespace
 
 Shape ShapeArg::get(size_t* count, const char* caller_name) const {
-  const std::string caller = caller_name;
   const nb::handle size = obj;
   Shape shape;
+  // The message's text is made on the error path only (empty(n)'s cost is counted in ns).
   auto add = [&](nb::handle h) {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
-      type_error_got(caller + ": size must be an int or a sequence of ints", h);
+      type_error_got(std::string(caller_name) + ": size must be an int or a sequence of ints", h);
     }
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
     if (overflow != 0 || v < 0) {
-      throw nb::value_error((caller + ": sizes must be >= 0 and fit in 64 bits, got " +
+      throw nb::value_error((std::string(caller_name) +
+                             ": sizes must be >= 0 and fit in 64 bits, got " +
                              nb::cast<std::string>(nb::str(h)))
                                 .c_str());
     }
     if (shape.ndim == Shape::kMaxDims) {
-      throw nb::value_error((caller + ": at most 16 dimensions are supported").c_str());
+      throw nb::value_error(
+          (std::string(caller_name) + ": at most 16 dimensions are supported").c_str());
     }
     shape.dims[shape.ndim++] = v;
   };
+  if (PyLong_CheckExact(size.ptr())) {  // one dimension: the common case, checked at once
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(size.ptr(), &overflow);
+    if (overflow == 0 && v >= 0) {
+      shape.dims[0] = v;
+      shape.ndim = 1;
+      *count = static_cast<size_t>(v);
+      return shape;
+    }
+  }
   if (PyLong_Check(size.ptr()) && !PyBool_Check(size.ptr())) {
     add(size);
   } else if (PyTuple_Check(size.ptr())) {
@@ -76,12 +88,14 @@ Shape ShapeArg::get(size_t* count, const char* caller_name) const {
     const Py_ssize_t n = PyList_GET_SIZE(size.ptr());
     for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(size.ptr(), i));
   } else {
-    type_error_got(caller + ": size must be an int or a sequence of ints", size);
+    type_error_got(std::string(caller_name) + ": size must be an int or a sequence of ints",
+                   size);
   }
   size_t n = 1;
   for (int64_t d : shape) {
     if (d != 0 && n > std::numeric_limits<size_t>::max() / static_cast<size_t>(d)) {
-      throw nb::value_error((caller + ": the number of elements overflows 64 bits").c_str());
+      throw nb::value_error(
+          (std::string(caller_name) + ": the number of elements overflows 64 bits").c_str());
     }
     n *= static_cast<size_t>(d);
   }
