@@ -168,7 +168,12 @@ struct CaptureAllocator final : c10::Allocator {
   c10::Allocator* base = nullptr;
   c10::DataPtr allocate(size_t nbytes) override {
     const int d = t_capture_device;
-    if (d < 0 && nbytes > 0 && nbytes <= kSmallBytes && !c10::memoryProfilingEnabled()) {
+    // Small blocks come from the per-thread cache in a CPU kernel's run too: there they are
+    // mostly its temporaries (the Python number of `t.add_(1)` converted to the tensor's dtype
+    // by TensorIterator), which mpsrt memory would make cost an allocation, a free and two
+    // lookups under g_captured_mu each. A small new output is copied into the device (64
+    // bytes at most) by host_output.
+    if (nbytes > 0 && nbytes <= kSmallBytes && !c10::memoryProfilingEnabled()) {
       if (void* p = alloc_small()) return {p, p, &free_small, c10::Device(c10::kCPU)};
     }
     if (d >= 0 && nbytes > 0 && g_api != nullptr) {
