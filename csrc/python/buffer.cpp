@@ -443,39 +443,38 @@ void bind_fills_and_copies(nb::class_<PyBuffer>& cls) {
 }
 
 void bind_empty(nb::module_& m) {
-  m.def("empty", &empty,
-      nb::arg("size").none(), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
-      nb::arg("stream") = nb::none(),
-      nb::sig("def empty(size: int | collections.abc.Sequence[int], dtype: str | "
-              "numpy.dtype[typing.Any] | type | None = None, device: int | str | None = None, "
-              "stream: Stream | None = None) -> Buffer"),
-      "Uninitialised device memory from the caching allocator.\n"
-      "\n"
-      "Args:\n"
-      "    size: The shape: an int or a sequence of ints, each >= 0.\n"
-      "    dtype: The element type: a name ('float32'), a numpy dtype or type; None: uint8.\n"
-      "    device: The device (an index, a device string such as 'mps:0', or None: the\n"
-      "        stream's device, else the current device).\n"
-      "    stream: The mpsrt.Stream the memory is first used on; None: the current stream.\n"
-      "\n"
-      "Returns:\n"
-      "    mpsrt.Buffer: A contiguous Buffer of that shape and dtype.\n"
-      "\n"
-      "Raises:\n"
-      "    TypeError: An argument has a wrong type.\n"
-      "    ValueError: A size is negative, the dtype is unknown, the device does not exist,\n"
-      "        or the stream is on another device.\n"
-      "    mpsrt.OutOfMemoryError: The allocator cannot provide the memory (the message says\n"
-      "        what is allocated, cached and the limit).\n"
-      "\n"
-      "Example:\n"
-      "    >>> import mpsrt\n"
-      "    >>> buf = mpsrt.empty((2, 3), dtype='float32')\n"
-      "    >>> buf\n"
-      "    Buffer(shape=(2, 3), dtype=float32, device=0, nbytes=24)\n"
-      "    >>> buf.fill_(0.5).numpy()\n"
-      "    array([[0.5, 0.5, 0.5],\n"
-      "           [0.5, 0.5, 0.5]], dtype=float32)\n");
+  m.def("empty", &empty, nb::arg("size").none(), nb::arg("dtype") = nb::none(),
+        nb::arg("device") = nb::none(), nb::arg("stream") = nb::none(),
+        nb::sig("def empty(size: int | collections.abc.Sequence[int], dtype: str | "
+                "numpy.dtype[typing.Any] | type | None = None, device: int | str | None = None, "
+                "stream: Stream | None = None) -> Buffer"),
+        "Uninitialised device memory from the caching allocator.\n"
+        "\n"
+        "Args:\n"
+        "    size: The shape: an int or a sequence of ints, each >= 0.\n"
+        "    dtype: The element type: a name ('float32'), a numpy dtype or type; None: uint8.\n"
+        "    device: The device (an index, a device string such as 'mps:0', or None: the\n"
+        "        stream's device, else the current device).\n"
+        "    stream: The mpsrt.Stream the memory is first used on; None: the current stream.\n"
+        "\n"
+        "Returns:\n"
+        "    mpsrt.Buffer: A contiguous Buffer of that shape and dtype.\n"
+        "\n"
+        "Raises:\n"
+        "    TypeError: An argument has a wrong type.\n"
+        "    ValueError: A size is negative, the dtype is unknown, the device does not exist,\n"
+        "        or the stream is on another device.\n"
+        "    mpsrt.OutOfMemoryError: The allocator cannot provide the memory (the message says\n"
+        "        what is allocated, cached and the limit).\n"
+        "\n"
+        "Example:\n"
+        "    >>> import mpsrt\n"
+        "    >>> buf = mpsrt.empty((2, 3), dtype='float32')\n"
+        "    >>> buf\n"
+        "    Buffer(shape=(2, 3), dtype=float32, device=0, nbytes=24)\n"
+        "    >>> buf.fill_(0.5).numpy()\n"
+        "    array([[0.5, 0.5, 0.5],\n"
+        "           [0.5, 0.5, 0.5]], dtype=float32)\n");
 }
 
 }  // namespace

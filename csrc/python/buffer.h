@@ -113,11 +113,11 @@ void check_live(const PyBuffer& b);
 /// A new contiguous Buffer (as a Python object) of `size` and `dtype` (None: uint8) from the
 /// caching allocator, on `device` (None: the stream's, else the current device) and `stream`
 /// (None: the device's current stream): empty() and the random constructors. Errors name
-/// `caller` ("empty"; `call` its "empty()" form). Never inlined: each constructor's own frame stays on the native stacks that
-/// allocation history records (stacks="all"), as torch's show the op that allocated.
+/// `caller` ("empty"; `call` its "empty()" form). Never inlined: each constructor's own frame stays
+/// on the native stacks that allocation history records (stacks="all"), as torch's show the op that
+/// allocated.
 [[gnu::noinline]] nb::object new_buffer(ShapeArg size, DTypeArg dtype, DeviceArg device,
-                                        OptStreamArg stream, const char* caller,
-                                        const char* call);
+                                        OptStreamArg stream, const char* caller, const char* call);
 
 /// Binds Buffer and empty() (buffer.cpp); the random fills add their methods to the class
 /// (random.cpp).

@@ -88,8 +88,7 @@ Shape ShapeArg::get(size_t* count, const char* caller_name) const {
     const Py_ssize_t n = PyList_GET_SIZE(size.ptr());
     for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(size.ptr(), i));
   } else {
-    type_error_got(std::string(caller_name) + ": size must be an int or a sequence of ints",
-                   size);
+    type_error_got(std::string(caller_name) + ": size must be an int or a sequence of ints", size);
   }
   size_t n = 1;
   for (int64_t d : shape) {

@@ -321,8 +321,10 @@ BufferObject new_random(const std::string& op, ShapeArg size, DTypeArg dtype, De
                         OptStreamArg stream) {
   using Constructor = nb::object (*)(ShapeArg, DTypeArg, DeviceArg, OptStreamArg);
   static const std::pair<const char*, Constructor> kConstructors[] = {
-      {"rand", &rand},           {"randn", &randn},
-      {"randint", &randint},     {"bernoulli", &bernoulli},
+      {"rand", &rand},
+      {"randn", &randn},
+      {"randint", &randint},
+      {"bernoulli", &bernoulli},
       {"random_bits", &random_bits},
   };
   for (const auto& [name, make] : kConstructors) {

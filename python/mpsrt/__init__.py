@@ -33,8 +33,6 @@ from .memory import (
 )
 from .random import (
     Generator,
-    _get_rng_state_offset,
-    _set_rng_state_offset,
     bernoulli,
     default_generator,
     get_rng_state,
@@ -51,6 +49,8 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from .random import _get_rng_state_offset as _get_rng_state_offset  # torch.cuda's private pair
+from .random import _set_rng_state_offset as _set_rng_state_offset
 from .streams import StreamContext, current_stream, default_stream, set_stream, stream
 
 __version__: str = _C.__version__

@@ -47,8 +47,9 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     return g_api ? static_cast<c10::DeviceIndex>(g_api->device_count()) : 0;
   }
   // The dtypes whose tensors the device makes, copies and converts (operators without an mpsrt
-  // kernel run torch's CPU kernels, so the CPU's dtypes): not the quantized ones (torch has no
-  // quantized mpsrt backend), nor the packed and sub-byte ones that copy_ cannot convert, nor
+  // kernel run torch's CPU kernels, so the CPU's dtypes, the quantized ones included: their
+  // ops run as the QuantizedCPU kernels through the fallback): not the packed and sub-byte ones
+  // that copy_ cannot convert, nor
   // complex types beyond the three the CPU kernels make (torch 2.14's BComplex32 has no fill).
   c10::DeviceCapability getDeviceCapability(c10::Device) const override {
     c10::DeviceCapability cap;
@@ -70,8 +71,7 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
         in(ScalarType::UInt1, ScalarType::UInt7) || in(ScalarType::Int1, ScalarType::Int7);
     const bool other_complex = c10::isComplexType(t) && t != ScalarType::ComplexHalf &&
                                t != ScalarType::ComplexFloat && t != ScalarType::ComplexDouble;
-    return !(c10::isQIntType(t) || c10::isBitsType(t) || sub_byte || other_complex ||
-             t == ScalarType::Float4_e2m1fn_x2);
+    return !(c10::isBitsType(t) || sub_byte || other_complex || t == ScalarType::Float4_e2m1fn_x2);
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
               const c10::EventFlag flag) const override {

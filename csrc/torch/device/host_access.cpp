@@ -4,6 +4,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
@@ -38,19 +40,93 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), st.nbytes(),
                            c10::DataPtr(base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
                            /*resizable=*/true);
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  at::Tensor out;
+  if (C10_LIKELY(!t.is_quantized())) {
+    out = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  } else {
+    out = make_over(std::move(cpu_storage), t, On::kCpu);
+  }
   out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return out;
 }
 
 at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,
                    c10::DispatchKeySet keys) {
-  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(storage),
-                                                      keys, geometry.dtype());
+  at::Tensor out = make_over(storage, geometry, On::kDevice, keys);
   out.unsafeGetTensorImpl()->set_sizes_and_strides(geometry.sizes(), geometry.strides(),
                                                    geometry.storage_offset());
   return out;
+}
+
+namespace {
+
+// t's quantizer, for a tensor on the CPU: a per-channel quantizer's scales and zero points on
+// the CPU (the CPU kernels read them there), else the quantizer itself (it holds no tensor).
+at::QuantizerPtr quantizer_on_cpu(const at::Tensor& t) {
+  at::QuantizerPtr q = at::get_qtensorimpl(t)->quantizer();
+  const at::QScheme scheme = q->qscheme();
+  if (scheme != at::kPerChannelAffine && scheme != at::kPerChannelAffineFloatQParams) return q;
+  const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
+  if (pc->scales().device().is_cpu() && pc->zero_points().device().is_cpu()) return q;
+  const at::Tensor scales = pc->scales().cpu(), zero_points = pc->zero_points().cpu();
+  if (scheme == at::kPerChannelAffine) {
+    return at::make_per_channel_affine_quantizer(scales, zero_points, pc->axis(), q->scalar_type());
+  }
+  return c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(q->scalar_type(), scales,
+                                                                        zero_points, pc->axis());
+}
+
+// A quantizer tensor that is a CPU stand-in of device memory (an alias: it owns nothing, and a
+// CPU kernel that quantized on the device put it in its output's quantizer) copied, so that the
+// quantizer keeps its values after the op; any other as it is.
+at::Tensor owned(const at::Tensor& t) {
+  const bool alias = t.device().is_cpu() && t.numel() > 0 &&
+                     t.storage().data_ptr().get_deleter() == &c10::detail::deleteNothing;
+  return alias ? t.clone() : t;
+}
+
+// t's quantizer, for a tensor on the device: a per-channel one's scales and zero points owned.
+at::QuantizerPtr quantizer_on_device(const at::Tensor& t) {
+  at::QuantizerPtr q = at::get_qtensorimpl(t)->quantizer();
+  const at::QScheme scheme = q->qscheme();
+  if (scheme != at::kPerChannelAffine && scheme != at::kPerChannelAffineFloatQParams) return q;
+  const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
+  const at::Tensor scales = owned(pc->scales()), zero_points = owned(pc->zero_points());
+  if (scales.is_same(pc->scales()) && zero_points.is_same(pc->zero_points())) return q;
+  if (scheme == at::kPerChannelAffine) {
+    return at::make_per_channel_affine_quantizer(scales, zero_points, pc->axis(), q->scalar_type());
+  }
+  return c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(q->scalar_type(), scales,
+                                                                        zero_points, pc->axis());
+}
+
+}  // namespace
+
+at::Tensor make_over(c10::Storage storage, const at::Tensor& t, On on,
+                     std::optional<c10::DispatchKeySet> view_keys) {
+  const bool q = t.is_quantized();
+  const c10::DispatchKeySet keys =
+      view_keys
+          ? *view_keys
+          : c10::DispatchKeySet(
+                on == On::kCpu
+                    ? (q ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU)
+                    : (q ? c10::DispatchKey::QuantizedPrivateUse1 : c10::DispatchKey::PrivateUse1));
+  if (!q) {
+    if (view_keys) {
+      return at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage),
+                                                      keys, t.dtype());
+    }
+    return at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys, t.dtype());
+  }
+  at::QuantizerPtr quantizer = on == On::kCpu ? quantizer_on_cpu(t) : quantizer_on_device(t);
+  if (view_keys) {
+    return at::detail::make_tensor<at::QTensorImpl>(c10::TensorImpl::VIEW, std::move(storage), keys,
+                                                    t.dtype(), std::move(quantizer));
+  }
+  return at::detail::make_tensor<at::QTensorImpl>(std::move(storage), keys, t.dtype(),
+                                                  std::move(quantizer));
 }
 
 HostSpan read_span(const at::Tensor& t) {

@@ -9,6 +9,7 @@
 #include <c10/core/Storage.h>
 
 #include <cstddef>
+#include <optional>
 
 #include "device/runtime_client.h"
 
@@ -35,6 +36,16 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // A tensor on the storage `storage` with another tensor's geometry (a view), with `keys`.
 at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,
                    c10::DispatchKeySet keys);
+
+// Where a tensor made over a storage is: on the CPU (a stand-in for a CPU kernel) or on the
+// mpsrt device.
+enum class On { kCpu, kDevice };
+// A tensor over `storage` with t's dtype (no geometry set: sizes [0]): a plain TensorImpl, or
+// for a quantized t a QTensorImpl with t's quantizer (for the CPU, its per-channel scales and
+// zero points as CPU tensors). Its keys: `view_keys` for a view (torch's VIEW kind), else the
+// backend's (CPU / PrivateUse1, or their quantized keys).
+at::Tensor make_over(c10::Storage storage, const at::Tensor& t, On on,
+                     std::optional<c10::DispatchKeySet> view_keys = std::nullopt);
 
 // Discrete memory: what the host reads or writes of an mpsrt tensor is a copy of the bytes the
 // tensor spans (from its first element to its last), through mpsrt's staging path; dense

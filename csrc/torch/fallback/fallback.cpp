@@ -257,8 +257,10 @@ void note_span(const at::Tensor& t, std::vector<StagedStorage>& staged) {
   if (!is_mpsrt(t) || t.numel() == 0 || host_visible(t.storage())) return;
   const size_t item = t.dtype().itemsize();
   const size_t lo = static_cast<size_t>(t.storage_offset()) * item / 16 * 16;
+  // (within the storage: a packed quantized dtype's elements are not whole bytes)
   const size_t hi =
-      at::detail::computeStorageNbytes(t.sizes(), t.strides(), item, t.storage_offset());
+      std::min(at::detail::computeStorageNbytes(t.sizes(), t.strides(), item, t.storage_offset()),
+               t.storage().nbytes());
   const auto* impl = t.storage().unsafeGetStorageImpl();
   for (auto& g : staged) {
     if (g.impl == impl) {
@@ -273,8 +275,7 @@ void note_span(const at::Tensor& t, std::vector<StagedStorage>& staged) {
 // A CPU tensor with t's sizes and strides over `host` from byte `start` (which holds them: the
 // whole device storage's alias, or the host copy of the span they lie in).
 at::Tensor view_of_host(const at::Tensor& t, const c10::Storage& host, size_t start) {
-  auto a = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  at::Tensor a = make_over(host, t, On::kCpu);
   a.unsafeGetTensorImpl()->set_sizes_and_strides(
       t.sizes(), t.strides(), static_cast<int64_t>(start / t.dtype().itemsize()));
   return a;
@@ -431,7 +432,7 @@ void replace_generator(c10::IValue& iv, c10::DeviceIndex d) {
 // arguments were aliased (none staged), or, for a factory op with none, when the device's memory
 // is host-visible.
 void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                    const std::vector<Aliased>& seen, c10::DeviceIndex d) {
+                    const std::vector<Aliased>& seen, c10::DeviceIndex d, bool quantized) {
   MpsrtStream* stream = current_stream(d);
   check(api().stream_synchronize(stream));
   const int64_t t0 = api().host_op_begin();
@@ -440,8 +441,12 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     bool staged = false;
     for (const auto& a : seen) staged = staged || a.staged;
     const bool capture = !staged && (!seen.empty() || api().host_visible(d) == 1);
+    for (const auto& a : seen) quantized = quantized || a.alias.is_quantized();
     const CaptureScope scope(capture ? d : -1);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    // Quantized arguments: their CPU kernels (QuantizedCPU), else the plain ones.
+    op.redispatchBoxed(
+        c10::DispatchKeySet(quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU),
+        stack);
   }
   if (t0 != 0) api().host_op_end(op.schema().name().c_str(), stream, t0);
 }
@@ -531,6 +536,24 @@ std::optional<at::Tensor> argument_return(const at::Tensor& r, const std::vector
 // A new CPU output in host memory, copied into a new mpsrt tensor on device d.
 at::Tensor copied_to_device(const at::Tensor& r, c10::DeviceIndex d) {
   g_outputs_copied.fetch_add(1, std::memory_order_relaxed);
+  if (r.is_quantized()) {
+    // A quantized output: its storage's bytes into a new device storage, under a tensor with
+    // its geometry and quantizer (a quantized tensor has no empty_strided to make it).
+    const size_t nbytes = r.storage().nbytes();
+    c10::Storage st =
+        new_empty({static_cast<int64_t>(nbytes)}, at::kByte, c10::Device(kDev, d)).storage();
+    at::Tensor out = make_over(st, r, On::kDevice);
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+    if (nbytes > 0) {
+      size_t off = 0;
+      MpsrtBuffer* b = buffer_of(out, &off);
+      TORCH_CHECK(b != nullptr, "[torch] a new device storage is not mpsrt memory");
+      check(api().buffer_copy_from_host(
+          b, off - static_cast<size_t>(r.storage_offset()) * r.dtype().itemsize(),
+          r.storage().data(), nbytes));
+    }
+    return out;
+  }
   // Both allocate on device d under their own device guard.
   at::Tensor out = r.is_non_overlapping_and_dense()
                        ? empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt,
@@ -550,8 +573,7 @@ at::Tensor copied_to_device(const at::Tensor& r, c10::DeviceIndex d) {
 // An mpsrt tensor with r's geometry over the device storage `st` that r's memory was handed to.
 at::Tensor adopted_tensor(const at::Tensor& r, const c10::Storage& st) {
   // Not a view (no base): the constructor that adds autograd's keys for the backend.
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(st), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+  at::Tensor out = make_over(st, r, On::kDevice);
   out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
   g_outputs_adopted.fetch_add(1, std::memory_order_relaxed);
   return out;
@@ -638,28 +660,37 @@ class Returns {
 }  // namespace
 
 // ------------------------------------------------------------------ the fallback
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+namespace {
+
+// The fallback for the device's plain (PrivateUse1) or quantized (QuantizedPrivateUse1) key: a
+// quantized call (a quantized tensor among the arguments, or a factory of a quantized dtype)
+// runs the QuantizedCPU kernel.
+void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool quantized) {
   const auto& schema = op.schema();
   // An op torch implements for accelerators only (no CPU kernel, no composite one): torch's own
   // error would name the CPU backend, which the caller never asked for. Ops of that kind with a
   // decomposition in torch._decomp have one registered as their mpsrt kernel (mpsrt/torch/
   // _decomp.py) and the fused RNN cells their compositions (rnn_ops.cpp), so they do not come
   // here.
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "[torch] ",
-                              op_name(schema),
-                              " has no kernel on the mpsrt device, and the device's fallback "
-                              "cannot run it: torch implements it for other accelerators only "
-                              "(no CPU kernel, no decomposition in torch._decomp)");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU) ||
+          op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU),
+      "[torch] ", op_name(schema),
+      " has no kernel on the mpsrt device, and the device's fallback "
+      "cannot run it: torch implements it for other accelerators only "
+      "(no CPU kernel, no decomposition in torch._decomp)");
   const size_t begin = stack->size() - schema.arguments().size();
   Arguments found = alias_arguments(schema, *stack, begin);
   if (!found.device) {
     // e.g. an optional device argument given as None with mpsrt tensors elsewhere: run on cpu.
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(
+        c10::DispatchKeySet(quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU),
+        stack);
     return;
   }
   auto d = found.device->has_index() ? found.device->index() : current_index();
   if (found.generator_arg >= 0) replace_generator((*stack)[begin + found.generator_arg], d);
-  run_cpu_kernel(op, stack, found.seen, d);
+  run_cpu_kernel(op, stack, found.seen, d, quantized);
   for (const auto& g : found.staged)  // before any argument is resized (write_back)
     if (g.written) write_span(g.copy);
   for (const auto& a : found.seen)
@@ -673,6 +704,16 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "warnings.filterwarnings(\"ignore\", message=r\"\\[torch\\] .* has no kernel on "
                "the mpsrt device\")");
   }
+}
+
+}  // namespace
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_fallback(op, stack, /*quantized=*/false);
+}
+
+void quantized_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_fallback(op, stack, /*quantized=*/true);
 }
 
 HostRun::HostRun(c10::DeviceIndex d) : d_(d), previous_capture_(t_capture_device) {
@@ -738,6 +779,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+// Quantized tensors (qint8, quint8, qint32, quint4x2, quint2x4) on the device: their ops run as
+// the QuantizedCPU kernels on quantized stand-ins through the fallback (aliases with the same
+// quantizer, or staged host copies). Their factories make device tensors themselves: the
+// QuantizedCPU factories allocate through the allocator of the device they are asked for
+// (at::new_qtensor), so they run as they are, on the device.
+void quantized_factory(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU), stack);
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantized_cpu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  for (const char* name : {"empty_quantized", "_empty_affine_quantized",
+                           "_empty_per_channel_affine_quantized", "empty_like"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quantized_factory>());
+  }
+  // Ops whose composite kernel (which a backend's fallback comes after) makes a quantized
+  // tensor through empty_strided, which quantized tensors lack: their QuantizedCPU kernels.
+  for (const char* name : {"clone", "cat"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quantized_cpu_fallback>());
+  }
 }
 
 }  // namespace mpsrt::torch_glue

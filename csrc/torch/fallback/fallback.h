@@ -18,6 +18,9 @@ namespace mpsrt::torch_glue {
 // memory, staged host copies on discrete memory), counted per op. The device kernels
 // (kernels.h) call it for the launches they decline.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The same for the device's quantized tensors (QuantizedPrivateUse1): the QuantizedCPU kernel on
+// quantized stand-ins.
+void quantized_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // The fallback's run of a CPU kernel in pieces, for the typed host kernels (host_ops.cpp),
 // which give the kernel aliases of host-visible arguments themselves: while a HostRun lives,

@@ -11,6 +11,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/zero_ops.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -18,6 +20,7 @@
 
 #include "device/host_access.h"
 #include "device/runtime_client.h"
+#include "fallback/fallback.h"
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/storage.h"
@@ -222,4 +225,65 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   ops::reg<A::_local_scalar_dense, &c::local_scalar_dense>(m);
   ops::reg<A::cat, ops::Functional<c::Cat>>(m);
   ops::reg<A::cat_out, ops::Out<c::Cat>>(m);
+}
+
+namespace mpsrt::torch_glue::ops::copy {
+namespace {
+
+// The bytes of a contiguous tensor of a packed quantized dtype (quint4x2: two elements a byte,
+// quint2x4: four) as a uint8 tensor over its storage, on its device.
+at::Tensor packed_bytes(const at::Tensor& t, int bits) {
+  TORCH_CHECK(t.is_contiguous() && t.storage_offset() == 0, "[torch] a copy of a ", t.scalar_type(),
+              " tensor between the CPU and the mpsrt device takes a contiguous tensor at the "
+              "start of its storage (its elements are not whole bytes)");
+  const int64_t n = (t.numel() * bits + 7) / 8;
+  auto b = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(t.storage()),
+      c10::DispatchKeySet(is_mpsrt(t) ? c10::DispatchKey::PrivateUse1 : c10::DispatchKey::CPU),
+      caffe2::TypeMeta::Make<uint8_t>());
+  b.unsafeGetTensorImpl()->set_sizes_contiguous({n});
+  return b;
+}
+
+// _copy_from where a quantized tensor is on the device: torch's copy_ hands a device's copies
+// to _copy_from before its quantized checks, so they are made here, with its words. Between two
+// quantized tensors (one scheme and dtype): dst takes src's quantizer and the bytes move as any
+// dtype's do (the integer representation is the data), a packed dtype's as the bytes its
+// elements fill. A float source is quantized into dst by torch's CPU copy_ (on stand-ins,
+// through the fallback).
+at::Tensor copy_from_quantized(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(dst.is_quantized() || !self.is_quantized(),
+              "Copying from quantized Tensor to non-quantized Tensor is not allowed, please use "
+              "dequantize to get a float Tensor from a quantized Tensor");
+  if (!self.is_quantized()) {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+    torch::jit::Stack stack = c10::impl::boxArgs(dst, self, non_blocking);
+    quantized_cpu_fallback(op, &stack);
+    return dst;
+  }
+  TORCH_CHECK(dst.qscheme() == self.qscheme(), "Quantized Copy only works with same qscheme");
+  TORCH_CHECK(dst.scalar_type() == self.scalar_type(),
+              "Quantized Copy only works with same dtype, got ", self.scalar_type(), " into ",
+              dst.scalar_type());
+  at::set_quantizer_(dst, at::get_qtensorimpl(self)->quantizer());
+  const at::ScalarType t = self.scalar_type();
+  if (t == at::kQUInt4x2 || t == at::kQUInt2x4) {
+    TORCH_CHECK(self.sizes() == dst.sizes(), "[torch] copy_: a ", t,
+                " copy takes tensors of one shape");
+    const int bits = t == at::kQUInt4x2 ? 4 : 2;
+    copy_from(packed_bytes(self, bits), packed_bytes(dst, bits), non_blocking);
+    return dst;
+  }
+  return copy_from(self, dst, non_blocking);
+}
+
+}  // namespace
+}  // namespace mpsrt::torch_glue::ops::copy
+
+// Quantized tensors on the device (see fallback.cpp): their copies between the CPU and the
+// device, and within it.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  namespace c = mpsrt::torch_glue::ops::copy;
+  m.impl("_copy_from", TORCH_FN(c::copy_from_quantized));
 }
