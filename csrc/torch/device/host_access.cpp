@@ -61,44 +61,35 @@ at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,
 
 namespace {
 
-// t's quantizer, for a tensor on the CPU: a per-channel quantizer's scales and zero points on
-// the CPU (the CPU kernels read them there), else the quantizer itself (it holds no tensor).
-at::QuantizerPtr quantizer_on_cpu(const at::Tensor& t) {
+// t's quantizer with a per-channel one's scales and zero points passed through f (the quantizer
+// itself where f returns them as they are, and where it holds no tensor).
+template <class F>
+at::QuantizerPtr map_channel_tensors(const at::Tensor& t, F f) {
   at::QuantizerPtr q = at::get_qtensorimpl(t)->quantizer();
   const at::QScheme scheme = q->qscheme();
   if (scheme != at::kPerChannelAffine && scheme != at::kPerChannelAffineFloatQParams) return q;
   const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
-  if (pc->scales().device().is_cpu() && pc->zero_points().device().is_cpu()) return q;
-  const at::Tensor scales = pc->scales().cpu(), zero_points = pc->zero_points().cpu();
-  if (scheme == at::kPerChannelAffine) {
-    return at::make_per_channel_affine_quantizer(scales, zero_points, pc->axis(), q->scalar_type());
-  }
-  return c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(q->scalar_type(), scales,
-                                                                        zero_points, pc->axis());
-}
-
-// A quantizer tensor that is a CPU stand-in of device memory (an alias: it owns nothing, and a
-// CPU kernel that quantized on the device put it in its output's quantizer) copied, so that the
-// quantizer keeps its values after the op; any other as it is.
-at::Tensor owned(const at::Tensor& t) {
-  const bool alias = t.device().is_cpu() && t.numel() > 0 &&
-                     t.storage().data_ptr().get_deleter() == &c10::detail::deleteNothing;
-  return alias ? t.clone() : t;
-}
-
-// t's quantizer, for a tensor on the device: a per-channel one's scales and zero points owned.
-at::QuantizerPtr quantizer_on_device(const at::Tensor& t) {
-  at::QuantizerPtr q = at::get_qtensorimpl(t)->quantizer();
-  const at::QScheme scheme = q->qscheme();
-  if (scheme != at::kPerChannelAffine && scheme != at::kPerChannelAffineFloatQParams) return q;
-  const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
-  const at::Tensor scales = owned(pc->scales()), zero_points = owned(pc->zero_points());
+  const at::Tensor scales = f(pc->scales()), zero_points = f(pc->zero_points());
   if (scales.is_same(pc->scales()) && zero_points.is_same(pc->zero_points())) return q;
   if (scheme == at::kPerChannelAffine) {
     return at::make_per_channel_affine_quantizer(scales, zero_points, pc->axis(), q->scalar_type());
   }
   return c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(q->scalar_type(), scales,
                                                                         zero_points, pc->axis());
+}
+
+// For a tensor on the CPU: the scales and zero points there (the CPU kernels read them there).
+at::Tensor on_cpu(const at::Tensor& t) {
+  return t.device().is_cpu() ? t : t.cpu();
+}
+
+// For a tensor on the device: a quantizer tensor that is a CPU stand-in of device memory (an
+// alias: it owns nothing, and a CPU kernel that quantized on the device put it in its output's
+// quantizer) copied, so that the quantizer keeps its values after the op; any other as it is.
+at::Tensor owned(const at::Tensor& t) {
+  const bool alias = t.device().is_cpu() && t.numel() > 0 &&
+                     t.storage().data_ptr().get_deleter() == &c10::detail::deleteNothing;
+  return alias ? t.clone() : t;
 }
 
 }  // namespace
@@ -120,7 +111,8 @@ at::Tensor make_over(c10::Storage storage, const at::Tensor& t, On on,
     }
     return at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys, t.dtype());
   }
-  at::QuantizerPtr quantizer = on == On::kCpu ? quantizer_on_cpu(t) : quantizer_on_device(t);
+  at::QuantizerPtr quantizer =
+      on == On::kCpu ? map_channel_tensors(t, on_cpu) : map_channel_tensors(t, owned);
   if (view_keys) {
     return at::detail::make_tensor<at::QTensorImpl>(c10::TensorImpl::VIEW, std::move(storage), keys,
                                                     t.dtype(), std::move(quantizer));
