@@ -66,28 +66,27 @@ def _is_host_array(obj: object) -> bool:
     return kind == 1  # kDLCPU
 
 
-def _inputs(tensors: Sequence[Buffer], caller: str) -> list[Buffer]:
-    ins = _sequence(tensors, caller, "a sequence of Buffers")
-    for i, t in enumerate(ins):
-        if not isinstance(t, Buffer) and _is_host_array(t):
-            # torch: the inputs of a gather must be device tensors; a CPU one is a RuntimeError.
+def _device_buffers(items: Sequence[Buffer], caller: str, what: str, role: str) -> list[Buffer]:
+    """The Buffers of an input (role "input") or out= (role "output") sequence: a host array
+    among them is torch's RuntimeError (device tensors only), anything else not a Buffer a
+    TypeError."""
+    bufs = _sequence(items, caller, what)
+    name = "tensor" if role == "input" else "output tensor"
+    for i, b in enumerate(bufs):
+        if not isinstance(b, Buffer) and _is_host_array(b):
             raise CommError(
-                "Expected all input tensors to be mpsrt Buffers, but tensor at index "
-                f"{i} has device 'cpu' (a {type(t).__module__}.{type(t).__name__})"
+                f"Expected all {role} tensors to be mpsrt Buffers, but {name} at index {i} has "
+                f"device 'cpu' (a {type(b).__module__}.{type(b).__name__})"
             )
-    return [_buffer(b, caller) for b in ins]
+    return [_buffer(b, caller) for b in bufs]
+
+
+def _inputs(tensors: Sequence[Buffer], caller: str) -> list[Buffer]:
+    return _device_buffers(tensors, caller, "a sequence of Buffers", "input")
 
 
 def _outputs(out: Sequence[Buffer], caller: str) -> list[Buffer]:
-    outs = _sequence(out, caller, "out to be a sequence of Buffers")
-    for i, o in enumerate(outs):
-        if not isinstance(o, Buffer) and _is_host_array(o):
-            # torch: out= must hold device tensors; a CPU tensor is a RuntimeError.
-            raise CommError(
-                "Expected all output tensors to be mpsrt Buffers, but output tensor at index "
-                f"{i} has device 'cpu' (a {type(o).__module__}.{type(o).__name__})"
-            )
-    return [_buffer(b, caller) for b in outs]
+    return _device_buffers(out, caller, "out to be a sequence of Buffers", "output")
 
 
 def _devices(devices: Sequence[DeviceLike], caller: str) -> list[int]:

@@ -431,6 +431,11 @@ void replace_generator(c10::IValue& iv, c10::DeviceIndex d) {
 // New outputs go straight into mpsrt memory where the host addresses it: when the op's mpsrt
 // arguments were aliased (none staged), or, for a factory op with none, when the device's memory
 // is host-visible.
+// The CPU kernels' key: QuantizedCPU for a quantized call, else CPU.
+c10::DispatchKeySet cpu_keys(bool quantized) {
+  return c10::DispatchKeySet(quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU);
+}
+
 void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                     const std::vector<Aliased>& seen, c10::DeviceIndex d, bool quantized) {
   MpsrtStream* stream = current_stream(d);
@@ -439,14 +444,13 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
     bool staged = false;
-    for (const auto& a : seen) staged = staged || a.staged;
+    for (const auto& a : seen) {
+      staged = staged || a.staged;
+      quantized = quantized || a.alias.is_quantized();  // quantized arguments: QuantizedCPU
+    }
     const bool capture = !staged && (!seen.empty() || api().host_visible(d) == 1);
-    for (const auto& a : seen) quantized = quantized || a.alias.is_quantized();
     const CaptureScope scope(capture ? d : -1);
-    // Quantized arguments: their CPU kernels (QuantizedCPU), else the plain ones.
-    op.redispatchBoxed(
-        c10::DispatchKeySet(quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU),
-        stack);
+    op.redispatchBoxed(cpu_keys(quantized), stack);
   }
   if (t0 != 0) api().host_op_end(op.schema().name().c_str(), stream, t0);
 }
@@ -540,18 +544,16 @@ at::Tensor copied_to_device(const at::Tensor& r, c10::DeviceIndex d) {
     // A quantized output: its storage's bytes into a new device storage, under a tensor with
     // its geometry and quantizer (a quantized tensor has no empty_strided to make it).
     const size_t nbytes = r.storage().nbytes();
-    c10::Storage st =
-        new_empty({static_cast<int64_t>(nbytes)}, at::kByte, c10::Device(kDev, d)).storage();
-    at::Tensor out = make_over(st, r, On::kDevice);
-    out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+    const at::Tensor bytes =
+        new_empty({static_cast<int64_t>(nbytes)}, at::kByte, c10::Device(kDev, d));
     if (nbytes > 0) {
       size_t off = 0;
-      MpsrtBuffer* b = buffer_of(out, &off);
+      MpsrtBuffer* b = buffer_of(bytes, &off);
       TORCH_CHECK(b != nullptr, "[torch] a new device storage is not mpsrt memory");
-      check(api().buffer_copy_from_host(
-          b, off - static_cast<size_t>(r.storage_offset()) * r.dtype().itemsize(),
-          r.storage().data(), nbytes));
+      check(api().buffer_copy_from_host(b, off, r.storage().data(), nbytes));
     }
+    at::Tensor out = make_over(bytes.storage(), r, On::kDevice);
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
     return out;
   }
   // Both allocate on device d under their own device guard.
@@ -683,9 +685,7 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool 
   Arguments found = alias_arguments(schema, *stack, begin);
   if (!found.device) {
     // e.g. an optional device argument given as None with mpsrt tensors elsewhere: run on cpu.
-    op.redispatchBoxed(
-        c10::DispatchKeySet(quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU),
-        stack);
+    op.redispatchBoxed(cpu_keys(quantized), stack);
     return;
   }
   auto d = found.device->has_index() ? found.device->index() : current_index();
@@ -787,7 +787,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // QuantizedCPU factories allocate through the allocator of the device they are asked for
 // (at::new_qtensor), so they run as they are, on the device.
 void quantized_factory(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU), stack);
+  op.redispatchBoxed(cpu_keys(/*quantized=*/true), stack);
 }
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
