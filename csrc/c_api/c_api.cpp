@@ -33,11 +33,11 @@ static_assert(MPSRT_RANDOM_BITS == int(RandomOp::Bits) &&
                   MPSRT_RANDOM_BERNOULLI + 1 == kRandomOpCount,
               "MpsrtRandomOp mirrors mpsrt::RandomOp");
 
-// The last field of the header's table is runtime_generation: a field added to the header fails
+// The last field of the header's table is host_op_enter: a field added to the header fails
 // here until its area's fill_<area>() sets it (and this line names it).
-static_assert(offsetof(MpsrtCApi, runtime_generation) + sizeof(MpsrtCApi::runtime_generation) ==
+static_assert(offsetof(MpsrtCApi, host_op_enter) + sizeof(MpsrtCApi::host_op_enter) ==
                   sizeof(MpsrtCApi),
-              "MpsrtCApi has a field after runtime_generation: set it in its area's fill_<area>()");
+              "MpsrtCApi has a field after host_op_enter: set it in its area's fill_<area>()");
 
 const char* last_error() noexcept {
   return last_error_text().c_str();

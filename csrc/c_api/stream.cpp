@@ -93,6 +93,14 @@ int64_t host_op_begin() noexcept {
   return mpsrt::profiler::host_op_begin();
 }
 
+MpsrtStatus host_op_enter(int device, int64_t* begin) noexcept {
+  return guarded([&] {
+    int64_t* out = need(begin, "host_op_enter", "begin");
+    mpsrt::current_stream(device).synchronize();
+    *out = mpsrt::profiler::host_op_begin();
+  });
+}
+
 void host_op_end(const char* name, MpsrtStream* s, int64_t begin) noexcept {
   guarded([&] { mpsrt::profiler::host_op_end(name ? name : "", stream_of_handle(s), begin); });
 }
@@ -117,6 +125,7 @@ void fill_stream(MpsrtCApi& t) {
   t.event_elapsed_ms = event_elapsed_ms;
   t.host_op_begin = host_op_begin;
   t.host_op_end = host_op_end;
+  t.host_op_enter = host_op_enter;
 }
 
 }  // namespace mpsrt::c_api

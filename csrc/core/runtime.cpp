@@ -149,6 +149,8 @@ void Runtime::fork_child() {
   // Single-threaded here. The parent's runtime is left as it is (never destroyed: its
   // locks may be held by threads that do not exist here); objects made from it are stale.
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  // What clients cached of the parent's runtime (runtime_generation) is stale here.
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   prof::fork_child();
   for (backend::Backend* b : backend::all_backends()) b->after_fork_child();
   instance_.store(nullptr, std::memory_order_release);

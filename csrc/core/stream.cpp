@@ -121,6 +121,14 @@ void StreamImpl::commit(SyncType sync) {
 }
 
 void StreamImpl::synchronize() {
+  // Idle -- nothing encoded, every committed command buffer completed, no failure recorded (a
+  // completion records its failure before completed_ reaches it): nothing to commit or wait
+  // for, and no lock taken (a host operation on device memory asks this before each run).
+  if (!open_pending_.load(std::memory_order_acquire) &&
+      reached(committed_.load(std::memory_order_acquire)) &&
+      !failed_.load(std::memory_order_acquire)) {
+    return;
+  }
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -177,6 +185,7 @@ void StreamImpl::wait_for(uint64_t seq) {
 void StreamImpl::record_error(const std::string& what) {
   std::lock_guard<std::mutex> lock(error_mu_);
   if (error_.empty()) error_ = what;
+  failed_.store(true, std::memory_order_release);
 }
 
 void StreamImpl::rethrow_error() {
@@ -185,6 +194,7 @@ void StreamImpl::rethrow_error() {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (MPSRT_LIKELY(error_.empty())) return;
     e.swap(error_);
+    failed_.store(false, std::memory_order_release);
   }
   throw_error("[stream] a command on device " + std::to_string(device_.index()) + " stream " +
               std::to_string(id_) + " failed: " + e + "; the stream stays usable");

@@ -129,6 +129,7 @@ class StreamImpl final : public AllocStream {
   std::unique_ptr<prof::Batch> profiled_;  // profiled commands of the open command buffer
   std::mutex error_mu_;
   std::string error_;
+  std::atomic<bool> failed_{false};  // error_ holds a failure (read without error_mu_)
 };
 
 /// The streams of one device: the default stream (id 0), a pool of kPoolStreamsPerPriority

@@ -63,7 +63,7 @@ static void test_table(const MpsrtCApi* api) {
   /* Every entry is set: the function pointers that follow version and size. */
   const size_t first = offsetof(MpsrtCApi, last_error);
   const size_t count = (sizeof(MpsrtCApi) - first) / sizeof(void*);
-  CHECK(count == (offsetof(MpsrtCApi, runtime_generation) - first) / sizeof(void*) + 1);
+  CHECK(count == (offsetof(MpsrtCApi, host_op_enter) - first) / sizeof(void*) + 1);
   for (size_t i = 0; i < count; ++i) {
     uintptr_t entry = 0;
     memcpy(&entry, (const char*)api + first + i * sizeof(void*), sizeof entry);
@@ -179,6 +179,17 @@ static void test_streams_and_events(const MpsrtCApi* api) {
   CHECK_OK(api, api->buffer_copy_to_host(buf, 0, &first, 1));
   CHECK_OK(api, api->buffer_copy_to_host(buf, kBytes - 1, &last, 1));
   CHECK(first == 0xC3 && last == 0x5A);
+  /* a host operation first waits for the current stream's queued work (no profiler session:
+     its start time is 0) */
+  CHECK_OK(api, api->buffer_fill(buf, 0, kBytes, 0x11, 1, def));
+  int64_t begin = -1;
+  CHECK_OK(api, api->host_op_enter(0, &begin));
+  CHECK(begin == 0);
+  CHECK(api->stream_query(def) == 1);
+  CHECK_OK(api, api->host_op_enter(0, &begin)); /* idle: returns at once */
+  CHECK_OK(api, api->buffer_copy_to_host(buf, kBytes - 1, &last, 1));
+  CHECK(last == 0x11);
+
   api->event_destroy(start);
   api->event_destroy(end);
   api->buffer_free(buf);
@@ -240,6 +251,11 @@ static void test_errors(const MpsrtCApi* api) {
   expect_error(api, api->set_device(api->device_count(), NULL), MPSRT_ERR_VALUE,
                "invalid device index");
   expect_error(api, api->stream_synchronize(NULL), MPSRT_ERR_VALUE, "Stream is empty");
+  int64_t begin = -1;
+  expect_error(api, api->host_op_enter(0, NULL), MPSRT_ERR_VALUE, "begin is NULL");
+  expect_error(api, api->host_op_enter(api->device_count(), &begin), MPSRT_ERR_VALUE,
+               "invalid device index");
+  CHECK(begin == -1);
   expect_error(api, api->event_record(NULL, s), MPSRT_ERR_VALUE, "event is NULL");
   uint8_t state[8];
   expect_error(api, api->generator_get_state(NULL, 0, state, sizeof state), MPSRT_ERR_VALUE,

@@ -348,6 +348,44 @@ def test_ops_match_cpu() -> None:
     assert r.device.type == "mpsrt" and torch.equal(r.cpu(), torch.arange(10))
 
 
+def test_ops_follow_a_tensor_whose_memory_or_geometry_changed_in_place() -> None:
+    # A tensor's CPU kernels run on a stand-in kept with it after its first op; every change of
+    # its memory or geometry in place must reach the next op as it reaches torch's CPU tensors.
+    def steps(device: str) -> list[torch.Tensor]:
+        out = []
+        t = torch.zeros(2, 3, device=device)  # not a view: its stand-in is kept
+        t.copy_(torch.arange(6.0).reshape(2, 3))
+        t.add_(1)
+        out.append(t.mul(2))
+        t.t_()  # new strides, same memory
+        out.append(t.add(torch.arange(2.0, device=device)))
+        t.resize_(4, 8)  # new memory
+        t.fill_(3)
+        t.add_(1)
+        out.append(t.clone())
+        t.as_strided_((3,), (2,), 1)  # a new offset
+        out.append(t.mul(5))
+        t.set_(torch.full((5,), 7.0, device=device))  # another storage
+        t.sub_(2)
+        out.append(t.clone())
+        d = t.detach()  # shares what t keeps
+        d.unsqueeze_(0)
+        out.append(d.add(1))
+        out.append(t.add(1))
+        t.data = torch.ones(2, 2, dtype=torch.float64, device=device)  # a new dtype too
+        out.append(t.mul(3))
+        r = t.relu()  # an output handed over from its CPU kernel
+        r.resize_(0)
+        r.resize_(6)
+        r.fill_(2)
+        out.append(r.add(r))
+        return out
+
+    for got, want in zip(steps("mpsrt"), steps("cpu"), strict=True):
+        assert got.device.type == "mpsrt"
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (got, want)
+
+
 def test_autograd_and_optimizer() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -931,6 +969,7 @@ def _torch_fork_child(conn: Any) -> None:
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_fork_child_follows_mpsrts_contract(backend: str) -> None:
     _PARENT_TENSOR[:] = [torch.ones(16, device="mpsrt")]
+    _PARENT_TENSOR[0].add_(0)  # a CPU kernel ran on it here: its stand-in is kept with it
     try:
         _check_fork_child(backend)
         assert torch.equal(_PARENT_TENSOR[0].cpu(), torch.ones(16))  # the parent is unaffected

@@ -16,6 +16,7 @@
  * Version 3 adds the discrete memory model's entries: buffer addresses and staged host copies.
  * Version 4 adds the tensor kernels (mpsrt/kernel.h): device facts, kernel names, launches.
  * Version 5 adds runtime_generation, which says when cached device facts went stale.
+ * Version 6 adds host_op_enter: what a host operation on device memory does first, in one call.
  *
  * Errors: functions that can fail return an MpsrtStatus; on failure the message
  * ("[component] what happened; what to do") is kept per thread and read with last_error().
@@ -39,7 +40,7 @@ extern "C" {
 
 /** This header's version of the table: a program built with it checks that the table's
  * MpsrtCApi::version is at least this (or the version it was written for). */
-#define MPSRT_C_API_VERSION 5
+#define MPSRT_C_API_VERSION 6
 /** The name of the PyCapsule `mpsrt._C._c_api`, through which the extension module exports its
  * table to other shared libraries of the process. */
 #define MPSRT_C_API_CAPSULE_NAME "mpsrt._C._c_api"
@@ -347,6 +348,17 @@ typedef struct MpsrtCApi {
    * runtime reset that tests use): what a caller caches of the devices (device_kernel_info's
    * facts, an option's value) holds while it stays the same (mpsrt::runtime_generation). */
   uint64_t (*runtime_generation)(void);
+  /**@}*/
+
+  /** @name Host operations (version 6) */
+  /**@{*/
+  /** What a host operation on the device's memory does before it runs, in one call: waits for
+   * the work queued so far on the calling thread's current stream of the device (as
+   * stream_synchronize(stream_current(device)), with no lock taken when that stream is idle)
+   * and sets *begin to host_op_begin()'s start time (0 when no profiler session runs; the
+   * operation then ends with host_op_end where *begin is not 0). MPSRT_ERR_VALUE for a device
+   * out of range or a NULL begin; a failure of the stream's queued work as stream_synchronize's. */
+  MpsrtStatus (*host_op_enter)(int device, int64_t* begin);
   /**@}*/
 } MpsrtCApi;
 

@@ -9,6 +9,9 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <typeinfo>
 
 #include "device/allocator.h"
 
@@ -49,6 +52,65 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   }
   out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return out;
+}
+
+namespace {
+
+// A stand-in kept with an mpsrt tensor (its TensorImpl's backend meta, which lives and is
+// shared as torch's shallow copies share it). Never changed once kept: a tensor whose geometry
+// or memory changed no longer fits it and takes a new stand-in per op.
+struct StandIn final : c10::BackendMeta {
+  StandIn(at::Tensor c, uint64_t g) : cpu(std::move(c)), generation(g) {}
+  const at::Tensor cpu;
+  const uint64_t generation;
+};
+
+const StandIn* stand_in_kept(const at::Tensor& t) {
+  c10::BackendMeta* m = t.unsafeGetTensorImpl()->get_backend_meta();
+  return m != nullptr && typeid(*m) == typeid(StandIn) ? static_cast<const StandIn*>(m) : nullptr;
+}
+
+// Whether the stand-in `cpu` still covers t: the same bytes, dtype and geometry.
+bool fits(const at::Tensor& cpu, const at::Tensor& t) {
+  const c10::TensorImpl* c = cpu.unsafeGetTensorImpl();
+  const c10::TensorImpl* d = t.unsafeGetTensorImpl();
+  const c10::StorageImpl* cs = c->unsafe_storage().unsafeGetStorageImpl();
+  const c10::StorageImpl* ds = d->unsafe_storage().unsafeGetStorageImpl();
+  return cs->data_ptr().get() == ds->data_ptr().get() && cs->nbytes() == ds->nbytes() &&
+         c->dtype() == d->dtype() && c->storage_offset() == d->storage_offset() &&
+         c->sizes() == d->sizes() && c->strides() == d->strides();
+}
+
+// Keeping a stand-in with a tensor that others may use at the same time: one at a time, and
+// only where none is kept yet (a kept one is never replaced, so a reader never sees it go).
+std::mutex g_keep_mu;
+
+}  // namespace
+
+c10::MaybeOwned<at::Tensor> kept_stand_in(const at::Tensor& t, uint64_t generation) {
+  if (const StandIn* k = stand_in_kept(t)) {
+    if (C10_LIKELY(k->generation == generation && fits(k->cpu, t))) {
+      return c10::MaybeOwned<at::Tensor>::borrowed(k->cpu);
+    }
+    return c10::MaybeOwned<at::Tensor>::owned(cpu_alias(t));
+  }
+  at::Tensor a = cpu_alias(t);
+  if (!t.is_quantized() && !t.is_view()) {
+    auto kept = c10::make_intrusive<StandIn>(a, generation);
+    std::lock_guard<std::mutex> lock(g_keep_mu);
+    if (t.unsafeGetTensorImpl()->get_backend_meta() == nullptr) {
+      std::atomic_thread_fence(std::memory_order_release);  // kept whole before it is seen
+      t.unsafeGetTensorImpl()->set_backend_meta(std::move(kept));
+    }
+  }
+  return c10::MaybeOwned<at::Tensor>::owned(std::move(a));
+}
+
+void keep_stand_in(const at::Tensor& t, at::Tensor cpu) {
+  if (t.is_quantized() || !fits(cpu, t)) return;
+  const uint64_t generation = api().runtime_generation();
+  t.unsafeGetTensorImpl()->set_backend_meta(
+      c10::make_intrusive<StandIn>(std::move(cpu), generation));
 }
 
 at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,

@@ -7,8 +7,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Storage.h>
+#include <c10/util/MaybeOwned.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "device/runtime_client.h"
@@ -32,6 +34,18 @@ MpsrtBuffer* buffer_of(const at::Tensor& t, size_t* offset);
 // its storage is the whole device storage, not owned). Resizable: a CPU kernel that resizes an
 // out= argument reallocates it in CPU memory, and the fallback copies the result back.
 at::Tensor cpu_alias(const at::Tensor& t);
+
+// A CPU stand-in of t for a CPU kernel that only reads it or writes its elements (no resize, no
+// new geometry): the one kept with t where it still fits t (the same bytes, dtype and geometry,
+// made in runtime generation `generation`: api().runtime_generation()), else cpu_alias(t), which
+// is kept with t for its next op where t is a plain tensor that has none (not a view: views are
+// made per op and used once). Made once, a tensor's stand-in costs its op a few compares instead
+// of a CPU TensorImpl and StorageImpl made and freed.
+c10::MaybeOwned<at::Tensor> kept_stand_in(const at::Tensor& t, uint64_t generation);
+
+// Keeps `cpu` (a CPU tensor over t's bytes with t's geometry: the CPU result that t's memory was
+// handed over from) as t's stand-in; t is new (no other thread has it) and has none.
+void keep_stand_in(const at::Tensor& t, at::Tensor cpu);
 
 // A tensor on the storage `storage` with another tensor's geometry (a view), with `keys`.
 at::Tensor view_on(const c10::Storage& storage, const at::Tensor& geometry,

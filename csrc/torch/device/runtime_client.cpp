@@ -8,9 +8,9 @@ namespace mpsrt::torch_glue {
 const MpsrtCApi* g_api = nullptr;
 
 void use_table(const MpsrtCApi* table) {
-  TORCH_CHECK(table != nullptr && table->version >= 5 && table->size >= sizeof(MpsrtCApi),
+  TORCH_CHECK(table != nullptr && table->version >= 6 && table->size >= sizeof(MpsrtCApi),
               "[torch] mpsrt's C API table is older than this glue (version ",
-              table ? table->version : 0, ", need 5); reinstall mpsrt");
+              table ? table->version : 0, ", need 6); reinstall mpsrt");
   g_api = table;
 }
 

@@ -67,12 +67,17 @@ std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0
 // finds an op's entry through its own cache, keyed by the op's schema object (stable while the
 // op is registered) and checked against the op's name (a schema freed and another registered at
 // its address is looked up again): no lock and no string per call.
+}  // namespace
+
 struct OpCount {
   explicit OpCount(c10::OperatorName n) : name(std::move(n)) {}
   const c10::OperatorName name;
   std::atomic<int64_t> calls{0};
   std::atomic<bool> warned{false};
 };
+
+namespace {
+
 struct OpCounts {
   std::mutex mu;
   std::unordered_map<c10::OperatorName, std::unique_ptr<OpCount>> by_name;
@@ -87,15 +92,19 @@ std::string op_name(const c10::FunctionSchema& schema) {
                                         : schema.name() + "." + schema.overload_name();
 }
 
+OpCount& op_count_named(const c10::OperatorName& name) {
+  OpCounts& c = op_counts();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto& entry = c.by_name[name];
+  if (!entry) entry = std::make_unique<OpCount>(name);
+  return *entry;
+}
+
 OpCount& op_count(const c10::FunctionSchema& schema) {
   thread_local std::unordered_map<const c10::FunctionSchema*, OpCount*> cache;
   OpCount*& hit = cache[&schema];
   if (C10_LIKELY(hit != nullptr && hit->name == schema.operator_name())) return *hit;
-  OpCounts& c = op_counts();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto& entry = c.by_name[schema.operator_name()];
-  if (!entry) entry = std::make_unique<OpCount>(schema.operator_name());
-  hit = entry.get();
+  hit = &op_count_named(schema.operator_name());
   return *hit;
 }
 
@@ -577,6 +586,7 @@ at::Tensor adopted_tensor(const at::Tensor& r, const c10::Storage& st) {
   // Not a view (no base): the constructor that adds autograd's keys for the backend.
   at::Tensor out = make_over(st, r, On::kDevice);
   out.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+  keep_stand_in(out, r);  // r, now over the device storage's memory without owning it
   g_outputs_adopted.fetch_add(1, std::memory_order_relaxed);
   return out;
 }
@@ -589,7 +599,8 @@ std::optional<c10::Storage> adopt_storage(const at::Tensor& r, c10::DeviceIndex 
   const auto& dp = r.storage().data_ptr();
   if (dp.get_deleter() != &free_captured || r.storage().data() == nullptr) return std::nullopt;
   if (static_cast<size_t>(r.storage().use_count()) != holders) return std::nullopt;
-  c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+  // r keeps the address without owning it: it becomes the new tensor's stand-in.
+  c10::DataPtr taken = simpl->set_data_ptr(c10::DataPtr(dp.get(), c10::Device(c10::kCPU)));
   void* host = taken.release_context();  // its buffer is now the device storage's
   MpsrtBuffer* b = take_captured(host);
   return c10::Storage(c10::Storage::use_byte_size_t(), simpl->nbytes(),
@@ -717,8 +728,7 @@ void quantized_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
 }
 
 HostRun::HostRun(c10::DeviceIndex d) : d_(d), previous_capture_(t_capture_device) {
-  check(api().stream_synchronize(current_stream(d)));
-  t0_ = api().host_op_begin();
+  check(api().host_op_enter(d, &t0_));
   g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   t_capture_device = d;
 }
@@ -727,10 +737,14 @@ HostRun::~HostRun() {
   t_capture_device = previous_capture_;
 }
 
-void HostRun::done(const c10::OperatorHandle& op) {
+OpCount& op_count_of(const c10::OperatorHandle& op) {
+  return op_count_named(op.operator_name());
+}
+
+void HostRun::done(const c10::OperatorHandle& op, OpCount& count) {
   t_capture_device = previous_capture_;
   if (t0_ != 0) api().host_op_end(op.schema().name().c_str(), current_stream(d_), t0_);
-  count_op(op.schema(), /*staged=*/false);
+  count.calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 at::Tensor host_output(const at::Tensor& r, c10::DeviceIndex d) {

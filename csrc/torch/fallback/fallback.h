@@ -26,14 +26,18 @@ void quantized_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
 // which give the kernel aliases of host-visible arguments themselves: while a HostRun lives,
 // the current stream of device d has finished its queued work, the CPU kernel's new allocations
 // on this thread are mpsrt memory, and (in a profiler session) an interval is open; done()
-// closes it and counts the op as the fallback counts its runs.
+// closes it and counts the op as the fallback counts its runs (in `count`, the op's entry:
+// op_count_of, found once by the caller).
+struct OpCount;
+OpCount& op_count_of(const c10::OperatorHandle& op);
+
 class HostRun {
  public:
   explicit HostRun(c10::DeviceIndex d);
   ~HostRun();
   HostRun(const HostRun&) = delete;
   HostRun& operator=(const HostRun&) = delete;
-  void done(const c10::OperatorHandle& op);
+  void done(const c10::OperatorHandle& op, OpCount& count);
 
  private:
   c10::DeviceIndex d_;

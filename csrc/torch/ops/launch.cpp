@@ -34,6 +34,7 @@ struct DeviceFacts {
   int cpu_type = 0;
   uint64_t arg_bytes = 0;
   int setting = MPSRT_TORCH_KERNELS_AUTO;
+  bool unified = false;
 };
 std::array<DeviceFacts, kMaxDevices> g_facts;
 std::mutex g_facts_mu;
@@ -45,6 +46,7 @@ DeviceFacts& facts(c10::DeviceIndex d, uint64_t now) {
   std::lock_guard<std::mutex> lock(g_facts_mu);
   if (f.stamp.load(std::memory_order_relaxed) != now) {
     check(api().device_kernel_info(d, &f.cpu_type, &f.arg_bytes, &f.setting));
+    f.unified = api().host_visible(d) != 0;
     f.stamp.store(now, std::memory_order_release);
   }
   return f;
@@ -63,12 +65,17 @@ const char* mode_name(int m) {
 
 }  // namespace
 
-bool enabled(c10::DeviceIndex d) {
+DeviceMode device_mode(c10::DeviceIndex d) {
   const uint64_t now = stamp();  // one C API call per question
   const DeviceFacts& f = facts(d, now);
-  if (f.arg_bytes == 0) return false;
   const int m = mode_value(now);
-  return m == MPSRT_TORCH_KERNELS_DEVICE || (m == MPSRT_TORCH_KERNELS_AUTO && f.cpu_type == 0);
+  const bool kernels = f.arg_bytes != 0 && (m == MPSRT_TORCH_KERNELS_DEVICE ||
+                                            (m == MPSRT_TORCH_KERNELS_AUTO && f.cpu_type == 0));
+  return {kernels, f.unified, now - 1};
+}
+
+bool enabled(c10::DeviceIndex d) {
+  return device_mode(d).kernels;
 }
 
 std::string mode() {

@@ -22,6 +22,16 @@ namespace mpsrt::torch_glue::ops {
 // Cost: two loads after the device's first call in a runtime generation.
 bool enabled(c10::DeviceIndex d);
 
+// What an op asks of device d before it runs, in one look-up: whether its operators run on
+// mpsrt's kernels (enabled()), whether its memory is host memory (the unified memory model: the
+// host addresses every mpsrt tensor of it), and the runtime generation that holds for.
+struct DeviceMode {
+  bool kernels;
+  bool unified;
+  uint64_t generation;
+};
+DeviceMode device_mode(c10::DeviceIndex d);
+
 // The mode in force for every device ("auto", "device" or "cpu"; MPSRT_TORCH_KERNELS until
 // set); set_mode returns the previous one (torch.mpsrt._set_kernels). A bad value raises
 // ValueError naming the values.

@@ -132,16 +132,28 @@ bool on_storage(const at::Tensor& /*self*/, const T& /*not a tensor*/) {
   return false;
 }
 
-// An argument's stand-in for the CPU kernel: mpsrt tensors become CPU aliases, the rest as is.
-inline at::Tensor stand_in(const at::Tensor& t) {
-  return t.defined() && is_mpsrt(t) ? cpu_alias(t) : t;
+// An argument's stand-in for the CPU kernel: an mpsrt tensor's kept one (kept_stand_in) or a
+// new CPU alias, the rest as is (a tensor borrowed).
+inline c10::MaybeOwned<at::Tensor> stand_in(const at::Tensor& t, uint64_t generation) {
+  if (t.defined() && is_mpsrt(t)) return kept_stand_in(t, generation);
+  return c10::MaybeOwned<at::Tensor>::borrowed(t);
 }
-inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t) {
+inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t, uint64_t generation) {
   if (!t) return t;
-  return stand_in(*t);
+  return *stand_in(*t, generation);
 }
 template <class T>
-const T& stand_in(const T& v) {
+const T& stand_in(const T& v, uint64_t /*generation*/) {
+  return v;
+}
+
+// What the CPU kernel is given for a stand-in: the tensor (an in-place op's self as the mutable
+// reference its kernel takes: the kernel writes its elements, never the handle), else as is.
+inline at::Tensor& given(c10::MaybeOwned<at::Tensor>& t) {
+  return const_cast<at::Tensor&>(*t);
+}
+template <class T>
+T& given(T& v) {
   return v;
 }
 
@@ -257,15 +269,17 @@ struct Entry<Op, K, P, R(A...)> {
     } else {
       Scan scan;
       (scan(a), ...);
+      if (scan.device < 0) return boxed(a...);
+      const DeviceMode mode = device_mode(scan.device);
       if constexpr (!std::is_same_v<K, NoKernel>) {
-        if (scan.device >= 0 && enabled(scan.device)) {
+        if (mode.kernels) {
           if (auto r = K::run(concrete(a)...)) return take(std::move(r));
           return boxed(a...);
         }
       }
       if constexpr (P == HostPath::kTyped) {
-        if (scan.device >= 0 && scan.host && (visible(a) && ...) && !self_shared(a...)) {
-          return host(scan.device, a...);
+        if (scan.host && (mode.unified || (visible(a) && ...)) && !self_shared(a...)) {
+          return host(scan.device, mode.generation, a...);
         }
       }
       return boxed(a...);
@@ -296,19 +310,25 @@ struct Entry<Op, K, P, R(A...)> {
     }
   }
 
-  static R host(c10::DeviceIndex d, A... a) {
-    auto stand_ins = std::tuple<decltype(stand_in(a))...>(stand_in(a)...);
+  // The op's entry among the fallback's counts, found once.
+  static OpCount& count() {
+    static OpCount& c = op_count_of(handle());
+    return c;
+  }
+
+  static R host(c10::DeviceIndex d, uint64_t generation, A... a) {
+    auto stand_ins = std::tuple<decltype(stand_in(a, generation))...>(stand_in(a, generation)...);
     HostRun run(d);
-    const auto cpu = [](auto&... s) {
-      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), s...);
+    const auto cpu = [](auto&... s) -> decltype(auto) {  // a reference stays one
+      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), given(s)...);
     };
     if constexpr (kRefReturn) {
       std::apply(cpu, stand_ins);
-      run.done(handle());
+      run.done(handle(), count());
       return mutable_arg(std::forward<A>(a)...);
     } else {
       R r = std::apply(cpu, stand_ins);
-      run.done(handle());
+      run.done(handle(), count());
       return Returns<R>::to_device(r, d);
     }
   }
