@@ -11,9 +11,10 @@
 // gradient is at::sum of the output gradient. Operands are read where they lie (any strides: a
 // channels-last input is read in place). What the kernel does not take (other dtypes, mixed dtypes,
 // kernel sizes / strides / dilations / paddings past 255, sizes past its 32-bit indexing, more than
-// 65535 groups) runs as the generic op's CPU kernel through the fallback (CPU tensors aliasing the
-// device memory where it is host-visible, staged host copies where it is discrete), counted by the
-// fallback under the generic op's name; the fallback also raises torch's errors for bad arguments.
+// 65535 groups) runs as the generic op's CPU kernel: where the device runs no kernels and the
+// operands are host-visible, called typed on their stand-ins (the host path below), else through
+// the fallback (which stages discrete memory); counted as the fallback counts under the generic
+// op's name. The CPU kernel raises torch's errors for bad arguments.
 //
 // The kernel also sits at aten::convolution and aten::convolution_backward themselves: torch's
 // generic path to the overrideable ops (building and checking its ConvParams, choosing a backend)
@@ -86,6 +87,84 @@ at::Tensor forward_fallback(const at::Tensor& input, const at::Tensor& weight,
 }
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// ------------------------------------------------------------------ the host path
+// Where the device runs no kernels and the operands are host-visible memory of one device: the
+// CPU's generic op itself on the operands' stand-ins (host_access.h: kept_stand_in), called
+// typed (no boxing, none of torch's per-device convolution layers run twice), its results made
+// contiguous while the CPU kernel's allocations are still device memory. nullopt where that does
+// not hold (the fallback then stages or raises).
+struct HostConv {
+  c10::DeviceIndex device = -1;
+  uint64_t generation = 0;
+};
+
+std::optional<HostConv> host_conv(std::initializer_list<const at::Tensor*> ts) {
+  detail::Scan scan;
+  for (const at::Tensor* t : ts) scan(*t);
+  if (scan.device < 0 || !scan.host) return std::nullopt;
+  const DeviceMode mode = device_mode(scan.device);
+  if (mode.kernels) return std::nullopt;
+  if (!mode.unified) {
+    for (const at::Tensor* t : ts)
+      if (!detail::visible(*t)) return std::nullopt;
+  }
+  return HostConv{scan.device, mode.generation};
+}
+
+std::optional<at::Tensor> forward_host(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias,
+                                       c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                       c10::IntArrayRef dilation, bool transposed,
+                                       c10::IntArrayRef output_padding, int64_t groups) {
+  const at::Tensor b = bias ? *bias : at::Tensor();
+  const std::optional<HostConv> h = host_conv({&input, &weight, &b});
+  if (!h) return std::nullopt;
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  static OpCount& count = op_count_of(op);
+  const auto x = detail::stand_in(input, h->generation);
+  const auto w = detail::stand_in(weight, h->generation);
+  const std::optional<at::Tensor> cb = detail::stand_in(bias, h->generation);
+  HostRun run(h->device);
+  at::Tensor r = at::_ops::convolution::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CPU), *x, *w, cb, c10::fromIntArrayRefSlow(stride),
+      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
+      c10::fromIntArrayRefSlow(output_padding), groups);
+  if (!r.is_contiguous()) r = r.contiguous();
+  run.done(op, count);
+  return host_output(r, h->device);
+}
+
+std::optional<Grads> backward_host(const at::Tensor& grad_output, const at::Tensor& input,
+                                   const at::Tensor& weight, at::OptionalIntArrayRef bias_sizes,
+                                   c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                   c10::IntArrayRef dilation, bool transposed,
+                                   c10::IntArrayRef output_padding, int64_t groups,
+                                   std::array<bool, 3> output_mask) {
+  const std::optional<HostConv> h = host_conv({&grad_output, &input, &weight});
+  if (!h) return std::nullopt;
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  static OpCount& count = op_count_of(op);
+  const auto dy = detail::stand_in(grad_output, h->generation);
+  const auto x = detail::stand_in(input, h->generation);
+  const auto w = detail::stand_in(weight, h->generation);
+  at::OptionalSymIntArrayRef sizes;
+  if (bias_sizes) sizes = c10::fromIntArrayRefSlow(*bias_sizes);
+  HostRun run(h->device);
+  Grads r = at::_ops::convolution_backward::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CPU), *dy, *x, *w, sizes,
+      c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+      c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding),
+      groups, output_mask);
+  for (at::Tensor* t : {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r)}) {
+    if (t->defined() && !t->is_contiguous()) *t = t->contiguous();
+  }
+  run.done(op, count);
+  return Grads{host_output(std::get<0>(r), h->device), host_output(std::get<1>(r), h->device),
+               host_output(std::get<2>(r), h->device)};
+}
 
 // bias_sizes (aten::convolution_backward's argument after weight) only says whether and how big
 // a bias gradient to make: the output channels, as output_mask[2] asks.
@@ -445,6 +524,10 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight,
       return *r;
     }
   }
+  if (std::optional<at::Tensor> r = forward_host(input, weight, bias, stride, padding, dilation,
+                                                 transposed, output_padding, groups)) {
+    return *r;
+  }
   return forward_fallback(input, weight, bias, stride, padding, dilation, transposed,
                           output_padding, groups);
 }
@@ -511,6 +594,12 @@ Grads backward(const at::Tensor& grad_output, const at::Tensor& input, const at:
       return *r;
     }
   }
+  const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  if (std::optional<Grads> r =
+          backward_host(grad_output, input, weight, c10::IntArrayRef(bias_sizes), stride, padding,
+                        dilation, transposed, output_padding, groups, output_mask)) {
+    return *r;
+  }
   return backward_fallback(grad_output, input, weight, stride, padding, dilation, transposed,
                            output_padding, groups, output_mask);
 }
@@ -525,6 +614,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                                                      transposed, output_padding, groups)) {
       return *r;
     }
+  }
+  if (std::optional<at::Tensor> r = forward_host(input, weight, bias, stride, padding, dilation,
+                                                 transposed, output_padding, groups)) {
+    return *r;
   }
   return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed,
                                  output_padding, groups);
@@ -548,6 +641,11 @@ Grads convolution_backward(const at::Tensor& grad_output, const at::Tensor& inpu
       return *r;
     }
   }
+  if (std::optional<Grads> r =
+          backward_host(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                        transposed, output_padding, groups, output_mask)) {
+    return *r;
+  }
   return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
                                           dilation, transposed, output_padding, groups,
                                           output_mask);
@@ -563,11 +661,14 @@ at::Tensor conv_nd(const at::Tensor& input, const at::Tensor& weight,
                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
   const at::Tensor b = bias ? *bias : at::Tensor();
-  if (input.dim() == N + 2 && direct_ok(input) && direct_call({&input, &weight, &b})) {
-    if (std::optional<at::Tensor> r = forward_kernel(input, weight, bias, stride, padding, dilation,
-                                                     false, c10::IntArrayRef(), groups)) {
-      return *r;
-    }
+  if (input.dim() == N + 2 && input.device().type() == c10::DeviceType::PrivateUse1 &&
+      direct_call({&input, &weight, &b})) {
+    std::optional<at::Tensor> r = direct_ok(input)
+                                      ? forward_kernel(input, weight, bias, stride, padding,
+                                                       dilation, false, c10::IntArrayRef(), groups)
+                                      : forward_host(input, weight, bias, stride, padding, dilation,
+                                                     false, std::array<int64_t, N>{}, groups);
+    if (r) return *r;
   }
   return Native(input, weight, bias, c10::fromIntArrayRefSlow(stride),
                 c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),

@@ -751,18 +751,18 @@ void register_arithmetic(torch::Library& m) {
 }
 
 void register_unary(torch::Library& m) {
-  forms<A::neg, A::neg_, A::neg_out, Unary<OP_NEG, false>>(m);
-  forms<A::abs, A::abs_, A::abs_out, Unary<OP_ABS, false>>(m);
+  forms<A::neg, A::neg_, A::neg_out, Unary<OP_NEG, false>, kTyped>(m);
+  forms<A::abs, A::abs_, A::abs_out, Unary<OP_ABS, false>, kTyped>(m);
   forms<A::relu, A::relu_, A::relu_out, Unary<OP_RELU, false>, kTyped>(m);
-  forms<A::exp, A::exp_, A::exp_out, Unary<OP_EXP, true>>(m);
-  forms<A::log, A::log_, A::log_out, Unary<OP_LOG, true>>(m);
-  forms<A::sqrt, A::sqrt_, A::sqrt_out, Unary<OP_SQRT, true>>(m);
-  forms<A::rsqrt, A::rsqrt_, A::rsqrt_out, Unary<OP_RSQRT, true>>(m);
-  forms<A::reciprocal, A::reciprocal_, A::reciprocal_out, Unary<OP_RECIPROCAL, true>>(m);
+  forms<A::exp, A::exp_, A::exp_out, Unary<OP_EXP, true>, kTyped>(m);
+  forms<A::log, A::log_, A::log_out, Unary<OP_LOG, true>, kTyped>(m);
+  forms<A::sqrt, A::sqrt_, A::sqrt_out, Unary<OP_SQRT, true>, kTyped>(m);
+  forms<A::rsqrt, A::rsqrt_, A::rsqrt_out, Unary<OP_RSQRT, true>, kTyped>(m);
+  forms<A::reciprocal, A::reciprocal_, A::reciprocal_out, Unary<OP_RECIPROCAL, true>, kTyped>(m);
   forms<A::tanh, A::tanh_, A::tanh_out, Unary<OP_TANH, true>, kTyped>(m);
   forms<A::sigmoid, A::sigmoid_, A::sigmoid_out, Unary<OP_SIGMOID, true>, kTyped>(m);
-  forms<A::sin, A::sin_, A::sin_out, Unary<OP_SIN, true>>(m);
-  forms<A::cos, A::cos_, A::cos_out, Unary<OP_COS, true>>(m);
+  forms<A::sin, A::sin_, A::sin_out, Unary<OP_SIN, true>, kTyped>(m);
+  forms<A::cos, A::cos_, A::cos_out, Unary<OP_COS, true>, kTyped>(m);
   forms<A::gelu, A::gelu_, A::gelu_out, Gelu, kTyped>(m);
   forms<A::silu, A::silu_, A::silu_out, Unary<OP_SILU, false, true>, kTyped>(m);
   forms<A::hardswish, A::hardswish_, A::hardswish_out, Unary<OP_HARDSWISH, false, true>, kTyped>(m);
@@ -798,7 +798,7 @@ void register_comparisons(torch::Library& m) {
 }
 
 void register_others(torch::Library& m) {
-  reg<A::where_self, Functional<Where>>(m);
+  reg<A::where_self, Functional<Where>, kTyped>(m);
   reg<A::where_self_out, Out<Where>>(m);
   reg<A::masked_fill__Scalar, &masked_fill<c10::Scalar>>(m);
   reg<A::masked_fill__Tensor, &masked_fill<at::Tensor>>(m);
