@@ -223,7 +223,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   ops::reg<A::fill__Tensor, &c::fill_tensor>(m);
   ops::reg<A::zero_, &c::zero_>(m);
   ops::reg<A::_local_scalar_dense, &c::local_scalar_dense>(m);
-  ops::reg<A::cat, ops::Functional<c::Cat>>(m);
+  ops::reg<A::cat, ops::Functional<c::Cat>, ops::HostPath::kTyped>(m);
   ops::reg<A::cat_out, ops::Out<c::Cat>>(m);
 }
 

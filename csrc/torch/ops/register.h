@@ -75,7 +75,8 @@ std::vector<std::string> kernel_ops();
 namespace detail {
 
 // What a call's arguments say: the device of its first mpsrt tensor; `host` stays true while the
-// typed host path may take them (every mpsrt tensor on that device, no tensor lists). Whether
+// typed host path may take them (every mpsrt tensor on that device, no lists of optional
+// tensors). Whether
 // their memory is host-visible too (the host path's other condition) is asked only when no
 // kernel ran (Visible below): a kernel's launch does not pay for it.
 struct Scan {
@@ -92,11 +93,9 @@ struct Scan {
     if (t) tensor(*t);
   }
   void operator()(at::TensorList l) {
-    host = false;
     for (const at::Tensor& t : l) tensor(t);
   }
   void operator()(const at::ITensorListRef& l) {
-    host = false;
     for (const at::Tensor& t : l) tensor(t);
   }
   void operator()(const c10::List<std::optional<at::Tensor>>& l) {
@@ -107,12 +106,23 @@ struct Scan {
   void operator()(const T& /*not a tensor*/) {}
 };
 
-// Whether an argument's mpsrt memory is host-visible (lists never reach this: Scan::host).
+// Whether an argument's mpsrt memory is host-visible (lists of optional tensors never reach
+// this: Scan::host).
 inline bool visible(const at::Tensor& t) {
   return !t.defined() || !is_mpsrt(t) || host_visible(t.storage());
 }
 inline bool visible(const std::optional<at::Tensor>& t) {
   return !t || visible(*t);
+}
+inline bool visible(const at::ITensorListRef& l) {
+  for (const at::Tensor& t : l)
+    if (!visible(t)) return false;
+  return true;
+}
+inline bool visible(at::TensorList l) {
+  for (const at::Tensor& t : l)
+    if (!visible(t)) return false;
+  return true;
 }
 template <class T>
 bool visible(const T& /*not a tensor*/) {
@@ -142,6 +152,22 @@ inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t, ui
   if (!t) return t;
   return *stand_in(*t, generation);
 }
+// A list's stand-ins (owned: a list is made per call).
+struct ListStandIn {
+  std::vector<at::Tensor> tensors;
+};
+template <class List>
+ListStandIn list_stand_in(const List& l, uint64_t generation) {
+  ListStandIn out;
+  for (const at::Tensor& t : l) out.tensors.push_back(*stand_in(t, generation));
+  return out;
+}
+inline ListStandIn stand_in(const at::ITensorListRef& l, uint64_t generation) {
+  return list_stand_in(l, generation);
+}
+inline ListStandIn stand_in(at::TensorList l, uint64_t generation) {
+  return list_stand_in(l, generation);
+}
 template <class T>
 const T& stand_in(const T& v, uint64_t /*generation*/) {
   return v;
@@ -151,6 +177,10 @@ const T& stand_in(const T& v, uint64_t /*generation*/) {
 // reference its kernel takes: the kernel writes its elements, never the handle), else as is.
 inline at::Tensor& given(c10::MaybeOwned<at::Tensor>& t) {
   return const_cast<at::Tensor&>(*t);
+}
+// A list's: a reference to its stand-ins, which the call's list argument converts from.
+inline const std::vector<at::Tensor>& given(ListStandIn& l) {
+  return l.tensors;
 }
 template <class T>
 T& given(T& v) {
