@@ -62,13 +62,14 @@ thread_local int t_capture_device = -1;
 std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0},
     g_arguments_staged{0};
 
-// The ops run here, by name ("aten::add.Tensor"): calls since the last reset, and whether the op
-// has warned (once per process) of a staged run. One entry per op, never freed; each thread
-// finds an op's entry through its own cache, keyed by the op's schema object (stable while the
-// op is registered) and checked against the op's name (a schema freed and another registered at
-// its address is looked up again): no lock and no string per call.
 }  // namespace
 
+// The ops run here, by name ("aten::add.Tensor"): calls since the last reset, and whether the op
+// has warned (once per process) of a staged run. One entry per op, never freed; the boxed
+// fallback's thread finds an op's entry through its own cache, keyed by the op's schema object
+// (stable while the op is registered) and checked against the op's name (a schema freed and
+// another registered at its address is looked up again): no lock and no string per call; a
+// typed entry finds its op's once (op_count_of).
 struct OpCount {
   explicit OpCount(c10::OperatorName n) : name(std::move(n)) {}
   const c10::OperatorName name;

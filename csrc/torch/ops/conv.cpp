@@ -69,9 +69,26 @@ using Dims = std::array<int64_t, 3>;  // per spatial dim (d, h, w); 1-d and 2-d 
 
 // ------------------------------------------------------------------ the fallback
 // A result made contiguous where the CPU kernel kept another format.
-at::Tensor contiguous(const c10::IValue& v) {
-  const at::Tensor& t = v.toTensor();
+at::Tensor contiguous(const at::Tensor& t) {
   return t.defined() && !t.is_contiguous() ? t.contiguous() : t;
+}
+
+// The generic op a convolution runs as on the CPU (aten::convolution, aten::convolution_backward),
+// found once, with its entry among the fallback's counts.
+struct GenericOp {
+  explicit GenericOp(const char* name)
+      : handle(c10::Dispatcher::singleton().findSchemaOrThrow(name, "")),
+        count(op_count_of(handle)) {}
+  const c10::OperatorHandle handle;
+  OpCount& count;
+};
+const GenericOp& forward_op() {
+  static const GenericOp op("aten::convolution");
+  return op;
+}
+const GenericOp& backward_op() {
+  static const GenericOp op("aten::convolution_backward");
+  return op;
 }
 
 at::Tensor forward_fallback(const at::Tensor& input, const at::Tensor& weight,
@@ -80,10 +97,8 @@ at::Tensor forward_fallback(const at::Tensor& input, const at::Tensor& weight,
                             c10::IntArrayRef output_padding, int64_t groups) {
   torch::jit::Stack s = c10::impl::boxArgs(input, weight, bias, stride, padding, dilation,
                                            transposed, output_padding, groups);
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  cpu_fallback(op, &s);
-  return contiguous(s.back());
+  cpu_fallback(forward_op().handle, &s);
+  return contiguous(s.back().toTensor());
 }
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
@@ -120,9 +135,6 @@ std::optional<at::Tensor> forward_host(const at::Tensor& input, const at::Tensor
   const at::Tensor b = bias ? *bias : at::Tensor();
   const std::optional<HostConv> h = host_conv({&input, &weight, &b});
   if (!h) return std::nullopt;
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  static OpCount& count = op_count_of(op);
   const auto x = detail::stand_in(input, h->generation);
   const auto w = detail::stand_in(weight, h->generation);
   const std::optional<at::Tensor> cb = detail::stand_in(bias, h->generation);
@@ -131,8 +143,8 @@ std::optional<at::Tensor> forward_host(const at::Tensor& input, const at::Tensor
       c10::DispatchKeySet(c10::DispatchKey::CPU), *x, *w, cb, c10::fromIntArrayRefSlow(stride),
       c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
       c10::fromIntArrayRefSlow(output_padding), groups);
-  if (!r.is_contiguous()) r = r.contiguous();
-  run.done(op, count);
+  r = contiguous(r);
+  run.done(forward_op().handle, forward_op().count);
   return host_output(r, h->device);
 }
 
@@ -144,9 +156,6 @@ std::optional<Grads> backward_host(const at::Tensor& grad_output, const at::Tens
                                    std::array<bool, 3> output_mask) {
   const std::optional<HostConv> h = host_conv({&grad_output, &input, &weight});
   if (!h) return std::nullopt;
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
-  static OpCount& count = op_count_of(op);
   const auto dy = detail::stand_in(grad_output, h->generation);
   const auto x = detail::stand_in(input, h->generation);
   const auto w = detail::stand_in(weight, h->generation);
@@ -158,29 +167,22 @@ std::optional<Grads> backward_host(const at::Tensor& grad_output, const at::Tens
       c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
       c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding),
       groups, output_mask);
-  for (at::Tensor* t : {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r)}) {
-    if (t->defined() && !t->is_contiguous()) *t = t->contiguous();
-  }
-  run.done(op, count);
+  for (at::Tensor* t : {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r)}) *t = contiguous(*t);
+  run.done(backward_op().handle, backward_op().count);
   return Grads{host_output(std::get<0>(r), h->device), host_output(std::get<1>(r), h->device),
                host_output(std::get<2>(r), h->device)};
 }
 
-// bias_sizes (aten::convolution_backward's argument after weight) only says whether and how big
-// a bias gradient to make: the output channels, as output_mask[2] asks.
 Grads backward_fallback(const at::Tensor& grad_output, const at::Tensor& input,
-                        const at::Tensor& weight, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                        const at::Tensor& weight, c10::IntArrayRef bias_sizes,
+                        c10::IntArrayRef stride, c10::IntArrayRef padding,
                         c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
                         int64_t groups, std::array<bool, 3> output_mask) {
-  const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
-  const std::vector<int64_t> bias_sizes{channels};
   torch::jit::Stack s =
-      c10::impl::boxArgs(grad_output, input, weight, c10::IntArrayRef(bias_sizes), stride, padding,
-                         dilation, transposed, output_padding, groups, output_mask);
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
-  cpu_fallback(op, &s);
-  return {contiguous(s[0]), contiguous(s[1]), contiguous(s[2])};
+      c10::impl::boxArgs(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask);
+  cpu_fallback(backward_op().handle, &s);
+  return {contiguous(s[0].toTensor()), contiguous(s[1].toTensor()), contiguous(s[2].toTensor())};
 }
 
 // ------------------------------------------------------------------ geometry
@@ -594,14 +596,16 @@ Grads backward(const at::Tensor& grad_output, const at::Tensor& input, const at:
       return *r;
     }
   }
+  // bias_sizes (aten::convolution_backward's argument after weight) only says whether and how
+  // big a bias gradient to make: the output channels, as output_mask[2] asks.
   const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
   if (std::optional<Grads> r =
-          backward_host(grad_output, input, weight, c10::IntArrayRef(bias_sizes), stride, padding,
-                        dilation, transposed, output_padding, groups, output_mask)) {
+          backward_host(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                        transposed, output_padding, groups, output_mask)) {
     return *r;
   }
-  return backward_fallback(grad_output, input, weight, stride, padding, dilation, transposed,
-                           output_padding, groups, output_mask);
+  return backward_fallback(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                           transposed, output_padding, groups, output_mask);
 }
 
 // aten::convolution: the kernel, or torch's own path.

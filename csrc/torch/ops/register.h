@@ -76,9 +76,8 @@ namespace detail {
 
 // What a call's arguments say: the device of its first mpsrt tensor; `host` stays true while the
 // typed host path may take them (every mpsrt tensor on that device, no lists of optional
-// tensors). Whether
-// their memory is host-visible too (the host path's other condition) is asked only when no
-// kernel ran (Visible below): a kernel's launch does not pay for it.
+// tensors). Whether their memory is host-visible too (the host path's other condition) is asked
+// only when no kernel ran (Visible below): a kernel's launch does not pay for it.
 struct Scan {
   c10::DeviceIndex device = -1;
   bool host = true;
@@ -114,15 +113,17 @@ inline bool visible(const at::Tensor& t) {
 inline bool visible(const std::optional<at::Tensor>& t) {
   return !t || visible(*t);
 }
-inline bool visible(const at::ITensorListRef& l) {
+template <class List>
+bool all_visible(const List& l) {
   for (const at::Tensor& t : l)
     if (!visible(t)) return false;
   return true;
 }
+inline bool visible(const at::ITensorListRef& l) {
+  return all_visible(l);
+}
 inline bool visible(at::TensorList l) {
-  for (const at::Tensor& t : l)
-    if (!visible(t)) return false;
-  return true;
+  return all_visible(l);
 }
 template <class T>
 bool visible(const T& /*not a tensor*/) {
