@@ -57,9 +57,30 @@ MpsrtCApi make_table() {
 
 }  // namespace
 
-std::string& last_error_text() noexcept {
+namespace {
+std::string& error_text() noexcept {
   thread_local std::string text;
   return text;
+}
+// Whether error_text() is not empty: trivially destructible, so a success reads it without the
+// guard a thread_local std::string costs per use.
+thread_local bool t_error_set = false;
+}  // namespace
+
+const std::string& last_error_text() noexcept {
+  return error_text();
+}
+
+void set_last_error(const char* what) noexcept {
+  error_text() = what;
+  t_error_set = true;
+}
+
+void clear_last_error() noexcept {
+  if (MPSRT_UNLIKELY(t_error_set)) {
+    error_text().clear();
+    t_error_set = false;
+  }
 }
 
 void throw_null(const char* fn, const char* what) {

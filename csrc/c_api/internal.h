@@ -16,29 +16,31 @@
 
 namespace mpsrt::c_api {
 
-/// The calling thread's last error message (the table's last_error()).
-std::string& last_error_text() noexcept;
+/// The calling thread's last error message (the table's last_error()): set_last_error() after a
+/// failure, clear_last_error() after a success (one thread-local load while it is empty).
+const std::string& last_error_text() noexcept;
+void set_last_error(const char* what) noexcept;
+void clear_last_error() noexcept;
 
 /// Runs f: MPSRT_OK and an empty message, or the exception turned into a status and its
-/// message kept for last_error(). Cost: one try block and a string clear on success.
+/// message kept for last_error(). Cost: one try block and a thread-local load on success.
 template <class F>
 MpsrtStatus guarded(F&& f) noexcept {
-  std::string& msg = last_error_text();
   try {
     std::forward<F>(f)();
-    msg.clear();
+    clear_last_error();
     return MPSRT_OK;
   } catch (const OutOfMemory& e) {
-    msg = e.what();
+    set_last_error(e.what());
     return MPSRT_ERR_OOM;
   } catch (const std::invalid_argument& e) {
-    msg = e.what();
+    set_last_error(e.what());
     return MPSRT_ERR_VALUE;
   } catch (const std::exception& e) {
-    msg = e.what();
+    set_last_error(e.what());
     return MPSRT_ERR_RUNTIME;
   } catch (...) {
-    msg = "[c_api] unknown C++ exception; report it as an mpsrt bug";
+    set_last_error("[c_api] unknown C++ exception; report it as an mpsrt bug");
     return MPSRT_ERR_RUNTIME;
   }
 }

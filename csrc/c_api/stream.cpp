@@ -94,11 +94,8 @@ int64_t host_op_begin() noexcept {
 }
 
 MpsrtStatus host_op_enter(int device, int64_t* begin) noexcept {
-  return guarded([&] {
-    int64_t* out = need(begin, "host_op_enter", "begin");
-    mpsrt::current_stream(device).synchronize();
-    *out = mpsrt::profiler::host_op_begin();
-  });
+  return guarded(
+      [&] { *need(begin, "host_op_enter", "begin") = mpsrt::profiler::host_op_enter(device); });
 }
 
 void host_op_end(const char* name, MpsrtStream* s, int64_t begin) noexcept {

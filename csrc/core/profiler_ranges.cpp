@@ -11,6 +11,7 @@
 #include "core/profiler.h"
 #include "core/profiler_records.h"
 #include "core/profiler_session.h"
+#include "core/stream.h"
 #include "mpsrt/error.h"
 #include "mpsrt/profiler.h"
 #include "mpsrt/stream.h"
@@ -146,6 +147,14 @@ void range_end(int64_t id) {
 
 int64_t host_op_begin() noexcept {
   return MPSRT_LIKELY(prof::flags() == 0) ? 0 : prof::now_ns();
+}
+
+int64_t host_op_enter(int device) {
+  if (MPSRT_LIKELY(prof::flags() == 0 && detail::Quiet::holds(device))) return 0;
+  current_stream(device).synchronize();
+  const int64_t begin = host_op_begin();
+  if (begin == 0) detail::Quiet::note();
+  return begin;
 }
 
 void host_op_end(std::string_view name, const Stream& stream, int64_t begin) {

@@ -151,6 +151,7 @@ void Runtime::fork_child() {
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   // What clients cached of the parent's runtime (runtime_generation) is stale here.
   generation_.fetch_add(1, std::memory_order_acq_rel);
+  Quiet::bump();
   prof::fork_child();
   for (backend::Backend* b : backend::all_backends()) b->after_fork_child();
   instance_.store(nullptr, std::memory_order_release);
@@ -181,6 +182,7 @@ void Runtime::reset(const EnvLookup* env) {
   Runtime* r = instance_.exchange(nullptr, std::memory_order_acq_rel);
   delete r;
   generation_.fetch_add(1, std::memory_order_acq_rel);
+  Quiet::bump();
   current_device_slot() = 0;
   if (env == nullptr) {
     env_override().reset();
@@ -212,6 +214,24 @@ DeviceContext& Runtime::open_device(int index) {
     slot.store(d, std::memory_order_release);
   }
   return *d;
+}
+
+void Quiet::note() noexcept {
+  if (prof::flags() != 0) return;  // a session's host operations are timed: never quiet
+  const uint64_t seen = activity_.load(std::memory_order_seq_cst);
+  Runtime* r = Runtime::instance_.load(std::memory_order_acquire);
+  if (r == nullptr) return;
+  try {
+    for (DeviceContext* d : r->open_devices()) {
+      if (d->stale()) return;
+      for (const StreamImpl* s : d->streams().all())
+        if (!s->idle()) return;
+    }
+  } catch (...) {  // all() copies a vector: out of host memory means not known quiet
+    return;
+  }
+  devices_.store(r->device_count(), std::memory_order_release);
+  at_.store(seen, std::memory_order_release);
 }
 
 std::vector<DeviceContext*> Runtime::open_devices() const {

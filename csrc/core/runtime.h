@@ -74,6 +74,7 @@ class Runtime {
   static void fork_child();
 
  private:
+  friend class Quiet;  // reads the running runtime without starting one
   explicit Runtime(Options options);
   ~Runtime();
   static Runtime& init_slow();

@@ -45,6 +45,7 @@ uint64_t StreamImpl::commit_locked(backend::CompletionFn done) {
   if (MPSRT_UNLIKELY(seq > kMaxInFlight)) completed_->wait(seq - kMaxInFlight, -1);
   committed_.store(seq, std::memory_order_release);
   open_pending_.store(false, std::memory_order_release);
+  Quiet::bump();  // committed, not completed: not idle (an empty command buffer too)
   queue_->commit(std::move(cb), done ? std::move(done) : completion(seq));
   return seq;
 }
@@ -86,7 +87,7 @@ void StreamImpl::encode_profiled(const prof::OpDesc& op,
   open_->timestamp(&p.device_begin);
   f(*open_);
   open_->timestamp(&p.device_end);
-  open_pending_.store(true, std::memory_order_release);
+  mark_pending();
   p.host_begin = begin;
   p.host_end = prof::now_ns();
   prof::record_encode(*profiled_, p);
@@ -124,11 +125,7 @@ void StreamImpl::synchronize() {
   // Idle -- nothing encoded, every committed command buffer completed, no failure recorded (a
   // completion records its failure before completed_ reaches it): nothing to commit or wait
   // for, and no lock taken (a host operation on device memory asks this before each run).
-  if (!open_pending_.load(std::memory_order_acquire) &&
-      reached(committed_.load(std::memory_order_acquire)) &&
-      !failed_.load(std::memory_order_acquire)) {
-    return;
-  }
+  if (idle()) return;
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -186,6 +183,7 @@ void StreamImpl::record_error(const std::string& what) {
   std::lock_guard<std::mutex> lock(error_mu_);
   if (error_.empty()) error_ = what;
   failed_.store(true, std::memory_order_release);
+  Quiet::bump();
 }
 
 void StreamImpl::rethrow_error() {

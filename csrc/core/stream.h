@@ -22,6 +22,32 @@ namespace mpsrt::detail {
 
 class DeviceContext;
 
+/// Whether every stream of the process is idle, known without a lock or a call into a device:
+/// what a host operation on device memory asks first (host_op_enter), so that one on idle
+/// streams costs a few loads. A stream bumps the process's activity count after each change
+/// that may take it out of idle (the first command of an open command buffer, a commit, a
+/// recorded failure), as do a runtime reset and a fork. note() records the count read before
+/// a caller found every stream of every open device idle; while the count still equals it,
+/// nothing has been queued, committed or failed anywhere since (a stream that leaves idle
+/// bumps after its change, so a caller that read the new count sees the change).
+class Quiet {
+ public:
+  static void bump() noexcept { activity_.fetch_add(1, std::memory_order_seq_cst); }
+  /// True while every stream is known idle and `device` is a device index of the runtime that
+  /// was checked (0 <= device < its device count).
+  static bool holds(int device) noexcept {
+    return device >= 0 && device < devices_.load(std::memory_order_acquire) &&
+           at_.load(std::memory_order_acquire) == activity_.load(std::memory_order_seq_cst);
+  }
+  /// Records the quiet state when every stream of the running runtime is idle (core/runtime.cpp).
+  static void note() noexcept;
+
+ private:
+  static inline std::atomic<uint64_t> activity_{1};
+  static inline std::atomic<uint64_t> at_{0};  // the activity found quiet (0: never)
+  static inline std::atomic<int> devices_{0};  // the device count of the runtime checked
+};
+
 /// The allocator sees a stream as its AllocStream: the id, the fence value (committed_ +
 /// open_pending_) and the completion event completed_, which the stream keeps here.
 class StreamImpl final : public AllocStream {
@@ -50,7 +76,7 @@ class StreamImpl final : public AllocStream {
     std::unique_lock<std::mutex> lock(mu_);
     if (!open_) open_ = queue_->create_command_buffer();
     f(*open_);
-    if (open_->size() > 0) open_pending_.store(true, std::memory_order_release);
+    if (open_->size() > 0) mark_pending();
     apply_locked(sync, lock);
   }
 
@@ -86,6 +112,13 @@ class StreamImpl final : public AllocStream {
   /// Commits what is open and waits for everything committed; rethrows a command failure.
   /// When nothing else is in flight the backend may run the open work on the calling thread.
   void synchronize();
+  /// True when nothing is encoded in the open command buffer, every committed command buffer
+  /// has completed and no failure waits to be reported. Cost: a few atomic loads.
+  bool idle() const {
+    return !open_pending_.load(std::memory_order_acquire) &&
+           reached(committed_.load(std::memory_order_acquire)) &&
+           !failed_.load(std::memory_order_acquire);
+  }
   /// True when the open command buffer holds commands (a hint: other threads may encode).
   bool has_open_work() const noexcept { return open_pending_.load(std::memory_order_acquire); }
   /// Commits the open command buffer if it holds commands (never runs it inline).
@@ -110,6 +143,13 @@ class StreamImpl final : public AllocStream {
   // must come from completion() for the sequence number the commit takes.
   uint64_t commit_locked(backend::CompletionFn done = nullptr);
   void apply_locked(SyncType sync, std::unique_lock<std::mutex>& lock);
+  // The open command buffer holds commands (under mu_): the first one takes the stream out of
+  // idle (Quiet).
+  void mark_pending() noexcept {
+    if (open_pending_.load(std::memory_order_relaxed)) return;
+    open_pending_.store(true, std::memory_order_release);
+    Quiet::bump();
+  }
   void wait_for(uint64_t seq);
   void record_error(const std::string& what);
   void rethrow_error();

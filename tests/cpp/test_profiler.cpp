@@ -206,8 +206,11 @@ TEST_P(ProfilerTest, StartEndRangesEndOnAnyThreadAndMayOverlap) {
 TEST_P(ProfilerTest, HostOpsAreIntervalsOnTheirStreamsTrackAndInTheStatistics) {
   Stream s = mpsrt::default_stream();
   EXPECT_EQ(profiler::host_op_begin(), 0);  // no session: nothing to time
+  EXPECT_EQ(profiler::host_op_enter(), 0);
+  EXPECT_EQ(profiler::host_op_enter(), 0);  // (every stream idle: answered without a look)
   profiler::host_op_end("aten::before", s, 0);
   profiler::start(profiler::kInterval);
+  EXPECT_GT(profiler::host_op_enter(), 0) << "a session began with every stream idle";
   for (int i = 0; i < 3; ++i) {
     const int64_t t0 = profiler::host_op_begin();
     ASSERT_GT(t0, 0);

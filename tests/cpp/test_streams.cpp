@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/access.h"
 #include "core/runtime.h"
 #include "core/stream.h"
 #include "mpsrt/mpsrt.h"
@@ -489,6 +490,89 @@ TEST_P(StreamTest, DeviceSynchronizeRaisesACallbackException) {
   }
   EXPECT_NO_THROW(mpsrt::synchronize());
   EXPECT_NO_THROW(s.synchronize());
+}
+
+// ---------------------------------------------------------------- host operations
+
+// host_op_enter: what a host operation on device memory does first. Once every stream is idle
+// it answers from a few loads (Quiet); each way work can be queued after that -- a command
+// left open, a commit, a failure, another current stream -- must still be waited for or
+// reported, and a bad device index still refused.
+TEST_P(StreamTest, HostOpEnterWaitsForWorkQueuedAfterTheStreamsWentIdle) {
+  using mpsrt::detail::Quiet;
+  mpsrt::synchronize();
+  EXPECT_EQ(mpsrt::profiler::host_op_enter(0), 0);  // no session: nothing to time
+  EXPECT_TRUE(Quiet::holds(0)) << "every stream is idle, yet the next host op must look again";
+  EXPECT_EQ(mpsrt::profiler::host_op_enter(), 0);
+  EXPECT_THROW(mpsrt::profiler::host_op_enter(mpsrt::device_count()), std::invalid_argument);
+
+  // A committed command: waited for.
+  Stream s = mpsrt::current_stream();
+  std::atomic<bool> ran{false};
+  s.add_callback([&] {
+    std::this_thread::sleep_for(20ms);
+    ran = true;
+  });
+  EXPECT_FALSE(Quiet::holds(0));
+  mpsrt::profiler::host_op_enter(0);
+  EXPECT_TRUE(ran.load()) << "host_op_enter returned before the committed callback ran";
+  EXPECT_TRUE(Quiet::holds(0));
+
+  // A command left open (encoded, not committed): committed and waited for.
+  Buffer a(4096, s);
+  s.synchronize();
+  mpsrt::profiler::host_op_enter(0);
+  ASSERT_TRUE(Quiet::holds(0));
+  a.fill(0x600D, 4, s);  // encoded, left open
+  ASSERT_TRUE(mpsrt::detail::Access::impl(s)->has_open_work());
+  EXPECT_FALSE(Quiet::holds(0));
+  mpsrt::profiler::host_op_enter(0);
+  EXPECT_TRUE(s.query());
+  if (a.host_ptr() != nullptr) {
+    EXPECT_TRUE(all_words(a, 0x600D));
+  }
+
+  // A failure: raised by the next host op, once.
+  s.add_callback([] { throw std::runtime_error("host op boom 21"); });
+  try {
+    mpsrt::profiler::host_op_enter(0);
+    ADD_FAILURE() << "the failed callback was not reported";
+  } catch (const mpsrt::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "host op boom 21")) << e.what();
+  }
+  EXPECT_EQ(mpsrt::profiler::host_op_enter(0), 0);
+  EXPECT_TRUE(Quiet::holds(0));
+
+  // Another stream made current after the streams went idle: its work is waited for.
+  Stream p = mpsrt::stream_from_pool();
+  mpsrt::set_current_stream(p);
+  std::atomic<bool> p_ran{false};
+  p.add_callback([&] {
+    std::this_thread::sleep_for(20ms);
+    p_ran = true;
+  });
+  mpsrt::profiler::host_op_enter(0);
+  EXPECT_TRUE(p_ran.load());
+  mpsrt::set_current_stream(s);
+}
+
+// Work on a stream that is not current keeps the streams from being known idle, but a host op
+// waits for its own current stream only.
+TEST_P(StreamTest, HostOpEnterDoesNotWaitForOtherStreams) {
+  mpsrt::synchronize();
+  mpsrt::profiler::host_op_enter(0);
+  Stream other = mpsrt::stream_from_pool();
+  auto g = gate();
+  block(other, g);
+  EXPECT_FALSE(mpsrt::detail::Quiet::holds(0));
+  std::future<void> fut;
+  EXPECT_TRUE(finishes_within(
+      fut, [] { mpsrt::profiler::host_op_enter(0); }, 5000ms))
+      << "a host op waited for a stream that is not current";
+  g->open();
+  other.synchronize();
+  mpsrt::profiler::host_op_enter(0);
+  EXPECT_TRUE(mpsrt::detail::Quiet::holds(0));
 }
 
 // ---------------------------------------------------------------- back-pressure

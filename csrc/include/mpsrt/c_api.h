@@ -354,10 +354,11 @@ typedef struct MpsrtCApi {
   /**@{*/
   /** What a host operation on the device's memory does before it runs, in one call: waits for
    * the work queued so far on the calling thread's current stream of the device (as
-   * stream_synchronize(stream_current(device)), with no lock taken when that stream is idle)
-   * and sets *begin to host_op_begin()'s start time (0 when no profiler session runs; the
-   * operation then ends with host_op_end where *begin is not 0). MPSRT_ERR_VALUE for a device
-   * out of range or a NULL begin; a failure of the stream's queued work as stream_synchronize's. */
+   * stream_synchronize(stream_current(device)); mpsrt::profiler::host_op_enter: a few loads while
+   * every stream of the process is idle and no profiler session runs) and sets *begin to
+   * host_op_begin()'s start time (0 when no profiler session runs; the operation then ends with
+   * host_op_end where *begin is not 0). MPSRT_ERR_VALUE for a device out of range or a NULL begin;
+   * a failure of the stream's queued work as stream_synchronize's. */
   MpsrtStatus (*host_op_enter)(int device, int64_t* begin);
   /**@}*/
 } MpsrtCApi;

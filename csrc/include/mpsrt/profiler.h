@@ -67,6 +67,13 @@ MPSRT_API void range_end(int64_t id);
 MPSRT_API int64_t host_op_begin() noexcept;
 /// Records the host operation that host_op_begin() returned `begin` for (see host_op_begin()).
 MPSRT_API void host_op_end(std::string_view name, const Stream& stream, int64_t begin);
+/// What a host operation on device memory does first, in one call: waits for the work queued so
+/// far on the calling thread's current stream of `device` (-1: the current device), rethrowing
+/// its failure as Stream::synchronize() does, and returns host_op_begin(). Cost while every
+/// stream of the process is idle and no session runs: a few loads (no lock, no call into a
+/// device; every stream's first queued command, commit or failure ends that). Throws
+/// std::invalid_argument for a bad device index.
+MPSRT_API int64_t host_op_enter(int device = -1);
 
 /// What an export wrote.
 struct TraceSummary {

@@ -57,14 +57,50 @@ namespace {
 // mpsrt tensor without a copy. Only on the thread running the kernel, only while it runs:
 // c10's CPU allocator is replaced once by this one, which hands every other allocation to the
 // allocator it replaced.
-thread_local int t_capture_device = -1;
 
-std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0},
-    g_arguments_staged{0};
+// Small host allocations: torch makes a CPU tensor of each Python number an op is called with
+// (`t.add_(1)` allocates 8 bytes), so every such call costs the base allocator's aligned
+// allocation and free (a fifth of the call on mpsrt's kernels). Blocks of up to kSmallBytes come
+// from a per-thread cache of kSmallBytes-byte blocks (kSmallAlign-aligned, as torch's CPU
+// allocations are) of at most kSmallCached blocks; a freed block goes back to the freeing
+// thread's cache, or to free() when that is full or the thread is exiting. With torch's memory
+// profiler on (profile_memory), every allocation goes to the base allocator, which reports it.
+constexpr size_t kSmallBytes = 64;
+constexpr size_t kSmallAlign = 64;
+constexpr int kSmallCached = 64;
+
+// The calling thread's state here, in one object that is constant-initialised and trivially
+// destructible (a thread_local with a constructor or destructor costs a guard call per use, each
+// a dynamic TLS look-up in a library loaded at run time): the device whose CPU kernel
+// allocations are captured (-1: none) and the small blocks' cache. The cache's blocks are freed
+// at thread exit by t_small_reaper, set up when the thread caches its first block; after that
+// `small_gone` sends every block to free().
+struct ThreadState {
+  int capture_device = -1;
+  int small_n = 0;
+  bool small_gone = false;
+  bool small_reaped = false;  // t_small_reaper is set up
+  void* small[kSmallCached] = {};
+};
+thread_local ThreadState t_state;
+
+struct SmallReaper {
+  bool armed = false;
+  ~SmallReaper() {
+    ThreadState& t = t_state;
+    t.small_gone = true;
+    for (int i = 0; i < t.small_n; ++i) std::free(t.small[i]);
+    t.small_n = 0;
+  }
+};
+thread_local SmallReaper t_small_reaper;
+
+std::atomic<int64_t> g_outputs_adopted{0}, g_outputs_copied{0}, g_arguments_staged{0};
 
 }  // namespace
 
-// The ops run here, by name ("aten::add.Tensor"): calls since the last reset, and whether the op
+// The ops run here, by name ("aten::add.Tensor"): runs since the process started (their sum is
+// fallback_counts()' first: one count per run) and at the last reset, and whether the op
 // has warned (once per process) of a staged run. One entry per op, never freed; the boxed
 // fallback's thread finds an op's entry through its own cache, keyed by the op's schema object
 // (stable while the op is registered) and checked against the op's name (a schema freed and
@@ -73,7 +109,8 @@ std::atomic<int64_t> g_fallback_ops{0}, g_outputs_adopted{0}, g_outputs_copied{0
 struct OpCount {
   explicit OpCount(c10::OperatorName n) : name(std::move(n)) {}
   const c10::OperatorName name;
-  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> runs{0};      // since the process started (fallback_counts' first)
+  std::atomic<int64_t> at_reset{0};  // runs at the last reset_fallback_counts()
   std::atomic<bool> warned{false};
 };
 
@@ -112,7 +149,7 @@ OpCount& op_count(const c10::FunctionSchema& schema) {
 // Counts one run of the op; true the first time it ran staged (the caller warns).
 bool count_op(const c10::FunctionSchema& schema, bool staged) {
   OpCount& e = op_count(schema);
-  e.calls.fetch_add(1, std::memory_order_relaxed);
+  e.runs.fetch_add(1, std::memory_order_relaxed);
   return staged && !e.warned.exchange(true);
 }
 
@@ -135,41 +172,21 @@ MpsrtBuffer* take_captured(void* p) {
 
 void free_captured(void* p);
 
-// Small host allocations: torch makes a CPU tensor of each Python number an op is called with
-// (`t.add_(1)` allocates 8 bytes), so every such call costs the base allocator's aligned
-// allocation and free (a fifth of the call on mpsrt's kernels). Blocks of up to kSmallBytes come
-// from a per-thread cache of kSmallBytes-byte blocks (kSmallAlign-aligned, as torch's CPU
-// allocations are) of at most kSmallCached blocks; a freed block goes back to the freeing
-// thread's cache, or to free() when that is full or the thread is exiting. With torch's memory
-// profiler on (profile_memory), every allocation goes to the base allocator, which reports it.
-constexpr size_t kSmallBytes = 64;
-constexpr size_t kSmallAlign = 64;
-constexpr int kSmallCached = 64;
-
-struct SmallBlocks {
-  void* blocks[kSmallCached];
-  int n = 0;
-  ~SmallBlocks();
-};
-thread_local SmallBlocks t_small;
-thread_local bool t_small_gone = false;  // trivially destructible: readable at thread exit
-
-SmallBlocks::~SmallBlocks() {
-  t_small_gone = true;
-  for (int i = 0; i < n; ++i) std::free(blocks[i]);
-  n = 0;
-}
-
 void free_small(void* p) {
-  if (!t_small_gone && t_small.n < kSmallCached) {
-    t_small.blocks[t_small.n++] = p;
+  ThreadState& t = t_state;
+  if (!t.small_gone && t.small_n < kSmallCached) {
+    if (C10_UNLIKELY(!t.small_reaped)) {
+      t_small_reaper.armed = true;  // its first use registers its destructor
+      t.small_reaped = true;
+    }
+    t.small[t.small_n++] = p;
     return;
   }
   std::free(p);
 }
 
-void* alloc_small() {
-  if (!t_small_gone && t_small.n > 0) return t_small.blocks[--t_small.n];
+void* alloc_small(ThreadState& t) {
+  if (!t.small_gone && t.small_n > 0) return t.small[--t.small_n];
   void* p = nullptr;
   return posix_memalign(&p, kSmallAlign, kSmallBytes) == 0 ? p : nullptr;
 }
@@ -177,14 +194,15 @@ void* alloc_small() {
 struct CaptureAllocator final : c10::Allocator {
   c10::Allocator* base = nullptr;
   c10::DataPtr allocate(size_t nbytes) override {
-    const int d = t_capture_device;
+    ThreadState& t = t_state;
+    const int d = t.capture_device;
     // Small blocks come from the per-thread cache in a CPU kernel's run too: there they are
     // mostly its temporaries (the Python number of `t.add_(1)` converted to the tensor's dtype
     // by TensorIterator), which mpsrt memory would make cost an allocation, a free and two
     // lookups under g_captured_mu each. A small new output is copied into the device (64
     // bytes at most) by host_output.
     if (nbytes > 0 && nbytes <= kSmallBytes && !c10::memoryProfilingEnabled()) {
-      if (void* p = alloc_small()) return {p, p, &free_small, c10::Device(c10::kCPU)};
+      if (void* p = alloc_small(t)) return {p, p, &free_small, c10::Device(c10::kCPU)};
     }
     if (d >= 0 && nbytes > 0 && g_api != nullptr) {
       MpsrtBuffer* b = nullptr;
@@ -221,8 +239,10 @@ void free_captured(void* p) {
 
 struct CaptureScope {
   int previous;
-  explicit CaptureScope(int device) : previous(t_capture_device) { t_capture_device = device; }
-  ~CaptureScope() { t_capture_device = previous; }
+  explicit CaptureScope(int device) : previous(t_state.capture_device) {
+    t_state.capture_device = device;
+  }
+  ~CaptureScope() { t_state.capture_device = previous; }
 };
 
 // ------------------------------------------------------------------ 1. the arguments
@@ -451,7 +471,6 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   MpsrtStream* stream = current_stream(d);
   check(api().stream_synchronize(stream));
   const int64_t t0 = api().host_op_begin();
-  g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
   {
     bool staged = false;
     for (const auto& a : seen) {
@@ -728,14 +747,14 @@ void quantized_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
   run_fallback(op, stack, /*quantized=*/true);
 }
 
-HostRun::HostRun(c10::DeviceIndex d) : d_(d), previous_capture_(t_capture_device) {
+HostRun::HostRun(c10::DeviceIndex d)
+    : d_(d), capture_(&t_state.capture_device), previous_capture_(*capture_) {
   check(api().host_op_enter(d, &t0_));
-  g_fallback_ops.fetch_add(1, std::memory_order_relaxed);
-  t_capture_device = d;
+  *capture_ = d;
 }
 
 HostRun::~HostRun() {
-  t_capture_device = previous_capture_;
+  *capture_ = previous_capture_;
 }
 
 OpCount& op_count_of(const c10::OperatorHandle& op) {
@@ -743,9 +762,9 @@ OpCount& op_count_of(const c10::OperatorHandle& op) {
 }
 
 void HostRun::done(const c10::OperatorHandle& op, OpCount& count) {
-  t_capture_device = previous_capture_;
+  *capture_ = previous_capture_;
   if (t0_ != 0) api().host_op_end(op.schema().name().c_str(), current_stream(d_), t0_);
-  count.calls.fetch_add(1, std::memory_order_relaxed);
+  count.runs.fetch_add(1, std::memory_order_relaxed);
 }
 
 at::Tensor host_output(const at::Tensor& r, c10::DeviceIndex d) {
@@ -760,8 +779,13 @@ void install_capture_allocator() {
 }
 
 std::vector<int64_t> fallback_counts() {
-  return {g_fallback_ops.load(), g_outputs_adopted.load(), g_outputs_copied.load(),
-          g_arguments_staged.load()};
+  int64_t runs = 0;
+  {
+    OpCounts& c = op_counts();
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (const auto& [name, e] : c.by_name) runs += e->runs.load(std::memory_order_relaxed);
+  }
+  return {runs, g_outputs_adopted.load(), g_outputs_copied.load(), g_arguments_staged.load()};
 }
 
 c10::Dict<std::string, int64_t> fallback_op_counts() {
@@ -769,7 +793,8 @@ c10::Dict<std::string, int64_t> fallback_op_counts() {
   std::lock_guard<std::mutex> lock(c.mu);
   c10::Dict<std::string, int64_t> out;
   for (const auto& [name, e] : c.by_name) {
-    const int64_t calls = e->calls.load(std::memory_order_relaxed);
+    const int64_t calls =
+        e->runs.load(std::memory_order_relaxed) - e->at_reset.load(std::memory_order_relaxed);
     if (calls > 0)
       out.insert(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name,
                  calls);
@@ -780,7 +805,8 @@ c10::Dict<std::string, int64_t> fallback_op_counts() {
 void reset_fallback_counts() {
   OpCounts& c = op_counts();
   std::lock_guard<std::mutex> lock(c.mu);
-  for (const auto& [name, e] : c.by_name) e->calls.store(0, std::memory_order_relaxed);
+  for (const auto& [name, e] : c.by_name)
+    e->at_reset.store(e->runs.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 // Structured ops whose meta function resizes its output twice (elementwise, then reduced): the

@@ -41,6 +41,7 @@ class HostRun {
 
  private:
   c10::DeviceIndex d_;
+  int* capture_;  // the thread's capture device (one thread-local look-up per run)
   int previous_capture_;
   int64_t t0_;
 };

@@ -44,6 +44,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   bool same_layout = self.dtype() == dst.dtype() && self.sizes() == dst.sizes() &&
                      self.strides() == dst.strides() && self.is_non_overlapping_and_dense();
   size_t nbytes = static_cast<size_t>(self.numel()) * self.dtype().itemsize();
+  // No elements, one shape and dtype: nothing to move or check (`torch.tensor([], device=...)`
+  // copies its empty CPU tensor here).
+  if (same_layout && nbytes == 0) return dst;
   if (is_mpsrt(self) && is_mpsrt(dst) && same_layout && self.device() == dst.device() &&
       nbytes > 0) {
     size_t so = 0, dof = 0;
