@@ -25,6 +25,8 @@
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_ops.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_ops.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -191,9 +193,14 @@ at::Tensor cpu_geometry(const at::Tensor& t) {
 }
 
 // The stand-in also requires grad where t does: the CPU's choice depends on it (its flash
-// kernel has no gradient for a mask, so a mask that requires grad takes the math path).
+// kernel has no gradient for a mask, so a mask that requires grad takes the math path). One
+// that does not is t's kept stand-in (host_access.h) where t has one.
 at::Tensor cpu_stand_in(const at::Tensor& t) {
   if (!is_mpsrt(t)) return t;
+  if (!t.requires_grad() && t.has_storage() && t.storage().data() != nullptr &&
+      host_visible(t.storage())) {
+    return *kept_stand_in(t, api().runtime_generation());  // no new alias per call
+  }
   at::Tensor s = cpu_geometry(t);
   if (s.defined() && t.requires_grad()) s.set_requires_grad(true);
   return s;
@@ -709,6 +716,10 @@ void register_attention(torch::Library& m) {
   reg_listed<A::_scaled_dot_product_fused_attention_overrideable, &fused_attention>(m);
   reg_listed<A::_scaled_dot_product_fused_attention_overrideable_backward,
              &fused_attention_backward>(m);
+  // The CPU's flash attention pair (the CPU's choice on host memory, and the fused pair's CPU
+  // path above): no device kernel, the typed host path.
+  reg<A::_scaled_dot_product_flash_attention_for_cpu, NoKernel, HostPath::kTyped>(m);
+  reg<A::_scaled_dot_product_flash_attention_for_cpu_backward, NoKernel, HostPath::kTyped>(m);
 }
 
 }  // namespace
