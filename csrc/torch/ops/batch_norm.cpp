@@ -517,7 +517,7 @@ void register_ops(torch::Library& m) {
   reg<A::_batch_norm_with_update, &with_update>(m);
   reg<A::_batch_norm_no_update, &no_update>(m);
   reg<A::batch_norm_backward, &reserve_backward>(m);
-  reg<A::native_group_norm, &group_norm>(m);
+  reg<A::native_group_norm, &group_norm, HostPath::kTyped>(m);
   reg<A::native_group_norm_backward, &group_norm_backward>(m);
 }
 

@@ -744,9 +744,9 @@ void register_arithmetic(torch::Library& m) {
   forms<A::pow_Tensor_Scalar, A::pow__Scalar, A::pow_Tensor_Scalar_out, Pow, kTyped>(m);
   reg<A::pow_Scalar, Functional<Pow>>(m);
   reg<A::pow_Scalar_out, Out<Pow>>(m);
-  reg<A::maximum, Functional<Binary<OP_MAXIMUM, Kind::kBinary>>>(m);
+  reg<A::maximum, Functional<Binary<OP_MAXIMUM, Kind::kBinary>>, kTyped>(m);
   reg<A::maximum_out, Out<Binary<OP_MAXIMUM, Kind::kBinary>>>(m);
-  reg<A::minimum, Functional<Binary<OP_MINIMUM, Kind::kBinary>>>(m);
+  reg<A::minimum, Functional<Binary<OP_MINIMUM, Kind::kBinary>>, kTyped>(m);
   reg<A::minimum_out, Out<Binary<OP_MINIMUM, Kind::kBinary>>>(m);
 }
 
@@ -800,8 +800,8 @@ void register_comparisons(torch::Library& m) {
 void register_others(torch::Library& m) {
   reg<A::where_self, Functional<Where>, kTyped>(m);
   reg<A::where_self_out, Out<Where>>(m);
-  reg<A::masked_fill__Scalar, &masked_fill<c10::Scalar>>(m);
-  reg<A::masked_fill__Tensor, &masked_fill<at::Tensor>>(m);
+  reg<A::masked_fill__Scalar, &masked_fill<c10::Scalar>, kTyped>(m);
+  reg<A::masked_fill__Tensor, &masked_fill<at::Tensor>, kTyped>(m);
   forms<A::clamp, A::clamp_, A::clamp_out, Clamp>(m);
   forms<A::clamp_min, A::clamp_min_, A::clamp_min_out, ClampOne<1>>(m);
   forms<A::clamp_max, A::clamp_max_, A::clamp_max_out, ClampOne<2>>(m);

@@ -631,7 +631,7 @@ std::optional<at::Tensor> embedding_bag_backward(const at::Tensor& grad, const a
 namespace A = at::_ops;
 
 void register_index(torch::Library& m) {
-  reg<A::index_select, &index_select>(m);
+  reg<A::index_select, &index_select, HostPath::kTyped>(m);
   reg<A::gather, Functional<Gather>>(m);
   reg<A::gather_out, Out<Gather>>(m);
   reg<A::scatter_add, Functional<ScatterAdd>>(m);

@@ -556,7 +556,7 @@ struct InterpolateBackward {
 
 void register_pools(torch::Library& m) {
   namespace A = at::_ops;
-  reg<A::max_pool2d_with_indices, &max_pool<2>>(m);
+  reg<A::max_pool2d_with_indices, &max_pool<2>, HostPath::kTyped>(m);
   reg<A::max_pool3d_with_indices, &max_pool<3>>(m);
   reg<A::max_pool2d_with_indices_backward, &max_pool_backward<2>>(m);
   reg<A::max_pool3d_with_indices_backward, &max_pool_backward<3>>(m);

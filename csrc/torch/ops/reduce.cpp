@@ -317,7 +317,7 @@ void register_ops(torch::Library& m) {
   reg<A::sum_dim_IntList, SumMean<OP_SUM>>(m);
   reg<A::sum, SumMean<OP_SUM>>(m);
   reg<A::mean_dim, SumMean<OP_MEAN>, HostPath::kTyped>(m);
-  reg<A::mean, SumMean<OP_MEAN>>(m);
+  reg<A::mean, SumMean<OP_MEAN>, HostPath::kTyped>(m);
   reg<A::amax, ExtremeValues<OP_MAX>>(m);
   reg<A::amin, ExtremeValues<OP_MIN>>(m);
   reg<A::max, ExtremeValues<OP_MAX>>(m);
