@@ -45,6 +45,7 @@
 #include "device/host_access.h"
 #include "device/runtime_client.h"
 #include "fallback/fallback.h"
+#include "fallback/pointer_table.h"
 #include "ops/register.h"
 #include "ops/storage.h"
 
@@ -157,73 +158,12 @@ bool count_op(const c10::FunctionSchema& schema, bool staged) {
 // allocations are mpsrt memory (host-visible), which the returns then adopt without a copy.
 // A DataPtr's context is its pointer, as torch's CPU allocations have it (Allocator::
 // raw_allocate asserts it: oneDNN's scratch memory comes that way); the mpsrt buffer behind a
-// pointer is in the Captured table until the memory is freed or adopted.
+// pointer is in g_captured until the memory is freed or adopted.
 //
 // The table: every captured allocation puts its pointer in and takes it out again (adopted as
-// an output, or freed: a kernel's temporaries), so that is lock-free. An open-addressed table
-// of kSlots keys (linear probing, at most kProbe slots from a key's hash) and their buffers: a
-// key is put in the first free or freed slot of its probe window (compare-and-swap), taken out
-// by marking its slot freed. A slot never becomes empty again, so a lookup that stops at an
-// empty slot has passed every slot its key could be in. Where the window is full, the key goes
-// to a map under a mutex (then looked up there too).
-class Captured {
- public:
-  void put(void* p, MpsrtBuffer* b) {
-    const auto key = reinterpret_cast<uintptr_t>(p);
-    const size_t h = hash(key);
-    for (size_t i = 0; i < kProbe; ++i) {
-      Slot& s = slots_[(h + i) & (kSlots - 1)];
-      uintptr_t k = s.key.load(std::memory_order_relaxed);
-      if ((k == kEmpty || k == kFreed) &&
-          s.key.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
-        // Read only by whoever takes p out, after p was handed back from allocate().
-        s.buffer.store(b, std::memory_order_release);
-        return;
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    spill_.emplace(p, b);
-  }
-
-  // The buffer behind p, taken out; nullptr where p was not captured.
-  MpsrtBuffer* take(void* p) {
-    const auto key = reinterpret_cast<uintptr_t>(p);
-    const size_t h = hash(key);
-    for (size_t i = 0; i < kProbe; ++i) {
-      Slot& s = slots_[(h + i) & (kSlots - 1)];
-      const uintptr_t k = s.key.load(std::memory_order_acquire);
-      if (k == kEmpty) break;
-      if (k == key) {
-        MpsrtBuffer* b = s.buffer.load(std::memory_order_acquire);
-        s.key.store(kFreed, std::memory_order_release);
-        return b;
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = spill_.find(p);
-    if (it == spill_.end()) return nullptr;
-    MpsrtBuffer* b = it->second;
-    spill_.erase(it);
-    return b;
-  }
-
- private:
-  static constexpr size_t kSlots = 1024;  // a power of two
-  static constexpr size_t kProbe = 16;
-  static constexpr uintptr_t kEmpty = 0;
-  static constexpr uintptr_t kFreed = 1;  // no allocation's address
-  struct Slot {
-    std::atomic<uintptr_t> key{kEmpty};
-    std::atomic<MpsrtBuffer*> buffer{nullptr};
-  };
-  static size_t hash(uintptr_t key) {
-    return static_cast<size_t>((key >> 6) * 0x9E3779B97F4A7C15ull >> 40);
-  }
-  Slot slots_[kSlots];
-  std::mutex mu_;
-  std::unordered_map<void*, MpsrtBuffer*> spill_;
-};
-Captured g_captured;
+// an output, or freed: a kernel's temporaries), on any thread, so it takes no lock
+// (pointer_table.h).
+PointerTable<MpsrtBuffer, 1024, 16> g_captured;
 
 MpsrtBuffer* take_captured(void* p) {
   return g_captured.take(p);
