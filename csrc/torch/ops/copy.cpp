@@ -105,8 +105,21 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-// fill_ with a scalar: mpsrt's fill kernel on the current stream for dense tensors.
+// fill_ with a scalar: where the device runs CPU kernels on host-visible memory (no kernels of
+// its own), the CPU's fill on the tensor's stand-in, in stream order as the ops around it run (a
+// fill command queued on the stream would make the next op wait for it); else mpsrt's fill
+// kernel on the current stream for dense tensors.
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  const DeviceMode mode = device_mode(self.device().index());
+  if (!mode.kernels && (mode.unified || host_visible(self.storage()))) {
+    static const c10::OperatorHandle& op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
+    static OpCount& count = op_count_of(op);
+    HostRun run(self.device().index());
+    kept_stand_in(self, mode.generation)->fill_(value);
+    run.done(op, count);
+    return self;
+  }
   size_t item = self.dtype().itemsize();
   size_t off = 0;
   MpsrtBuffer* b = buffer_of(self, &off);

@@ -264,20 +264,11 @@ bool whole_net_on_host(const at::Tensor& input, at::TensorList state, at::Tensor
   return true;
 }
 
-// The op through the fallback with these arguments (its schema's, in order); its N tensor returns.
-template <size_t N, class... Args>
-std::vector<at::Tensor> through_fallback(const c10::OperatorHandle& op, Args&&... args) {
-  torch::jit::Stack stack;
-  stack.reserve(sizeof...(Args));
-  torch::jit::push(stack, std::forward<Args>(args)...);
-  cpu_fallback(op, &stack);
-  std::vector<at::Tensor> out;
-  for (size_t i = stack.size() - N; i < stack.size(); ++i) out.push_back(stack[i].toTensor());
-  return out;
-}
-
-c10::OperatorHandle rnn_op(const char* name, const char* overload) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+// The op's CPU kernel on its arguments' stand-ins (register.h's typed host path: no boxing,
+// the parameters' kept stand-ins), or the boxed fallback where that path cannot take them.
+template <class Op, class... Args>
+auto on_host(const Args&... args) {
+  return detail::Entry<Op, NoKernel, HostPath::kTyped>::call(args...);
 }
 
 using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
@@ -289,10 +280,8 @@ Three lstm_input(const at::Tensor& input, at::TensorList hx, at::TensorList para
   if (!whole_net_on_host(input, hx, params, dropout, train))
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train,
                             bidirectional, batch_first);
-  static const auto op = rnn_op("aten::lstm", "input");
-  auto r = through_fallback<3>(op, input, hx, params, has_biases, num_layers, dropout, train,
-                               bidirectional, batch_first);
-  return {r[0], r[1], r[2]};
+  return on_host<at::_ops::lstm_input>(input, hx, params, has_biases, num_layers, dropout, train,
+                                       bidirectional, batch_first);
 }
 
 Three lstm_data(const at::Tensor& data, const at::Tensor& batch_sizes, at::TensorList hx,
@@ -301,10 +290,8 @@ Three lstm_data(const at::Tensor& data, const at::Tensor& batch_sizes, at::Tenso
   if (!whole_net_on_host(data, hx, params, dropout, train))
     return at::native::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
                             bidirectional);
-  static const auto op = rnn_op("aten::lstm", "data");
-  auto r = through_fallback<3>(op, data, batch_sizes, hx, params, has_biases, num_layers, dropout,
-                               train, bidirectional);
-  return {r[0], r[1], r[2]};
+  return on_host<at::_ops::lstm_data>(data, batch_sizes, hx, params, has_biases, num_layers,
+                                      dropout, train, bidirectional);
 }
 
 // gru, rnn_tanh and rnn_relu: one state tensor, two returns (output, the last state).
@@ -313,19 +300,22 @@ using InputNet = Two (*)(const at::Tensor&, const at::Tensor&, at::TensorList, b
 using DataNet = Two (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::TensorList,
                         bool, int64_t, double, bool, bool);
 
-// Names the op as a template argument: one static handle per op.
+// A net's ops (the CPU's kernels) and torch's composition of it, as a template argument.
 struct GruName {
-  static constexpr const char* name = "aten::gru";
+  using InputOp = at::_ops::gru_input;
+  using DataOp = at::_ops::gru_data;
   static constexpr InputNet input = &at::native::gru;
   static constexpr DataNet data = &at::native::gru;
 };
 struct RnnTanhName {
-  static constexpr const char* name = "aten::rnn_tanh";
+  using InputOp = at::_ops::rnn_tanh_input;
+  using DataOp = at::_ops::rnn_tanh_data;
   static constexpr InputNet input = &at::native::rnn_tanh;
   static constexpr DataNet data = &at::native::rnn_tanh;
 };
 struct RnnReluName {
-  static constexpr const char* name = "aten::rnn_relu";
+  using InputOp = at::_ops::rnn_relu_input;
+  using DataOp = at::_ops::rnn_relu_data;
   static constexpr InputNet input = &at::native::rnn_relu;
   static constexpr DataNet data = &at::native::rnn_relu;
 };
@@ -337,10 +327,8 @@ Two net_input(const at::Tensor& input, const at::Tensor& hx, at::TensorList para
   if (!whole_net_on_host(input, hx, params, dropout, train))
     return Net::input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
                       batch_first);
-  static const auto op = rnn_op(Net::name, "input");
-  auto r = through_fallback<2>(op, input, hx, params, has_biases, num_layers, dropout, train,
-                               bidirectional, batch_first);
-  return {r[0], r[1]};
+  return on_host<typename Net::InputOp>(input, hx, params, has_biases, num_layers, dropout, train,
+                                        bidirectional, batch_first);
 }
 
 template <class Net>
@@ -350,10 +338,8 @@ Two net_data(const at::Tensor& data, const at::Tensor& batch_sizes, const at::Te
   if (!whole_net_on_host(data, hx, params, dropout, train))
     return Net::data(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional);
-  static const auto op = rnn_op(Net::name, "data");
-  auto r = through_fallback<2>(op, data, batch_sizes, hx, params, has_biases, num_layers, dropout,
-                               train, bidirectional);
-  return {r[0], r[1]};
+  return on_host<typename Net::DataOp>(data, batch_sizes, hx, params, has_biases, num_layers,
+                                       dropout, train, bidirectional);
 }
 
 void register_whole_nets(torch::Library& m) {
