@@ -85,13 +85,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     return dst;
   }
   if (is_mpsrt(self)) sync_current(self.device().index());
-  if (is_mpsrt(dst)) sync_current(dst.device().index());
-  at::Tensor s = is_mpsrt(self) ? cpu_alias(self) : self;
-  at::Tensor d = is_mpsrt(dst) ? cpu_alias(dst) : dst;
-  if (same_layout && nbytes > 0 && s.device().is_cpu() && d.device().is_cpu()) {
-    std::memcpy(d.mutable_data_ptr(), s.const_data_ptr(), nbytes);
+  if (is_mpsrt(dst) && !(is_mpsrt(self) && self.device() == dst.device())) {
+    sync_current(dst.device().index());
+  }
+  // The tensors' kept stand-ins (host_access.h: no new alias per copy).
+  const uint64_t generation = api().runtime_generation();
+  const auto stand_in = [generation](const at::Tensor& t) {
+    return is_mpsrt(t) ? kept_stand_in(t, generation) : c10::MaybeOwned<at::Tensor>::borrowed(t);
+  };
+  const c10::MaybeOwned<at::Tensor> s = stand_in(self);
+  const c10::MaybeOwned<at::Tensor> d = stand_in(dst);
+  if (same_layout && nbytes > 0 && s->device().is_cpu() && d->device().is_cpu()) {
+    std::memcpy(d->mutable_data_ptr(), s->const_data_ptr(), nbytes);
   } else {
-    d.copy_(s);
+    d->copy_(*s);
   }
   return dst;
 }
