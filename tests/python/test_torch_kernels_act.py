@@ -6,6 +6,7 @@ float32 / float16 / bfloat16 and integer dtypes, run on the kernels (no fallback
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -181,9 +182,28 @@ def test_arange_out(device_kernels: bool) -> None:
         torch.arange(0.5, 3, 0.5, out=same)
         strided = x[:, 0]
         torch.arange(4, out=strided)
-        return [empty, same, x]
+        # Of the range's size but 2-d (torch keeps the shape), and empty but 2-d (made 1-d).
+        square = torch.empty(2, 2, dtype=torch.float16, device=x.device)
+        torch.arange(4, out=square)
+        flat = torch.empty(0, 3, device=x.device)
+        torch.arange(-3, 3, out=flat)
+        return [empty, same, x, square, flat]
 
     check(run, torch.zeros(4, 3), kernels=device_kernels)
+
+
+def test_arange_out_of_another_size_is_resized_with_torchs_warning(device_kernels: bool) -> None:
+    def run(device: str) -> tuple[torch.Tensor, list[str]]:
+        out = torch.full((3,), 7.0, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.arange(2, 12, 2, out=out)
+        return out, [str(w.message).split(" This behavior")[0] for w in caught]
+
+    got, got_warnings = run("mpsrt")
+    expected, expected_warnings = run("cpu")
+    assert_close(got, expected)
+    assert got_warnings == expected_warnings and len(expected_warnings) == 1
 
 
 def test_arange_bad_range(device_kernels: bool) -> None:

@@ -97,14 +97,20 @@ bool range_dtype(at::ScalarType t) {
 }
 
 // ------------------------------------------------------------------ arange
+// The size of a range of dtype t as torch computes it (its messages for bad ranges).
+int64_t arange_size(at::ScalarType t, const c10::Scalar& start, const c10::Scalar& end,
+                    const c10::Scalar& step) {
+  return t == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
+                        : at::native::compute_arange_size<double>(start, end, step);
+}
+
 // arange.start_out: the size as torch computes it (its messages for bad ranges); an out= of
 // another non-zero size takes the fallback (torch warns there and resizes).
 at::Tensor* arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                        at::Tensor& out) {
   const at::ScalarType t = out.scalar_type();
   if (!range_dtype(t)) return nullptr;
-  const int64_t size = t == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
-                                      : at::native::compute_arange_size<double>(start, end, step);
+  const int64_t size = arange_size(t, start, end, step);
   if (!fits<int32_t>(size)) return nullptr;
   if (out.numel() != size) {
     if (out.numel() > 0) return nullptr;
@@ -127,6 +133,30 @@ at::Tensor* arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     put(p.b, step.toDouble());
   }
   return launch(OP_ARANGE, out, out, *g, p, dtype_id(t), math) ? &out : nullptr;
+}
+
+// arange.start_out's entry: the kernel where the device runs kernels; else, once out has the
+// range's size (an empty out= is resized here, as torch's kernel would), the CPU kernel on its
+// stand-in (the typed host path: models make position indices with arange in every forward).
+// The CPU kernel must find out's shape final there (it would resize the stand-in, not out), so
+// what is not 1-d of the range's size by then (a non-empty out= of another shape: torch keeps
+// one of the range's size, and warns as it resizes any other; the dtypes no range takes) goes
+// to the fallback.
+at::Tensor& arange_entry(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                         at::Tensor& out) {
+  using Op = at::_ops::arange_start_out;
+  if (enabled(out.device().index())) {
+    if (at::Tensor* r = arange_out(start, end, step, out)) return *r;
+  }
+  const at::ScalarType t = out.scalar_type();
+  if (range_dtype(t)) {
+    const int64_t size = arange_size(t, start, end, step);
+    if (out.numel() == 0 && size > 0) out.resize_({size});
+    if (out.dim() == 1 && out.size(0) == size) {
+      return detail::Entry<Op, NoKernel, HostPath::kTyped>::call(start, end, step, out);
+    }
+  }
+  return detail::Entry<Op, NoKernel, HostPath::kBoxed>::call(start, end, step, out);
 }
 
 // ------------------------------------------------------------------ linspace
@@ -323,7 +353,7 @@ void forms(torch::Library& m) {
 }  // namespace
 
 void register_factory(torch::Library& m) {
-  reg<A::arange_start_out, &arange_out>(m);
+  reg_listed<A::arange_start_out, &arange_entry>(m);
   reg<A::linspace_out, &linspace_out>(m);
   reg<A::eye_out, &eye_out>(m);
   reg<A::eye_m_out, &eye_m_out>(m);

@@ -329,12 +329,13 @@ struct Entry<Op, K, P, R(A...)> {
     }
   }
 
-  // An in-place op whose other arguments share self's storage takes the fallback.
-  static bool self_shared(const A&... a) {
+  // An op writing an argument (self of an in-place op, out of an out= one) that other
+  // arguments share the storage of takes the fallback.
+  static bool self_shared(A... a) {
     if constexpr (!kRefReturn || sizeof...(A) == 0) {
       return false;
     } else {
-      const at::Tensor& self = std::get<0>(std::forward_as_tuple(a...));
+      const at::Tensor& self = mutable_arg(std::forward<A>(a)...);
       bool shared = false;
       ((shared = shared || (static_cast<const void*>(&self) != &a && on_storage(self, a))), ...);
       return shared;
