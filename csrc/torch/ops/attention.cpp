@@ -708,7 +708,7 @@ void register_entry(torch::Library& m) {
 
 void register_attention(torch::Library& m) {
   reg<A::_transformer_encoder_layer_fwd, &encoder_layer>(m);
-  reg<A::_native_multi_head_attention, &multi_head_attention>(m);
+  reg<A::_native_multi_head_attention, &multi_head_attention, HostPath::kTyped>(m);
   // The op too (scaled_dot_product_attention asks the stub; callers of torch._fused_sdp_choice
   // get the same answer instead of the CPU's through the fallback). It and the fused-attention
   // pair never decline: they always run here.

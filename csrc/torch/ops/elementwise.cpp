@@ -737,10 +737,10 @@ void register_arithmetic(torch::Library& m) {
   forms<A::sub_Tensor, A::sub__Tensor, A::sub_out, BinaryAlpha<OP_SUB>, kTyped>(m);
   forms<A::mul_Tensor, A::mul__Tensor, A::mul_out, Binary<OP_MUL, Kind::kBinary>, kTyped>(m);
   forms<A::div_Tensor, A::div__Tensor, A::div_out, Binary<OP_DIV, Kind::kFloat>, kTyped>(m);
-  forms<A::div_Tensor_mode, A::div__Tensor_mode, A::div_out_mode, DivMode>(m);
-  forms<A::floor_divide, A::floor_divide__Tensor, A::floor_divide_out, FloorDivide>(m);
+  forms<A::div_Tensor_mode, A::div__Tensor_mode, A::div_out_mode, DivMode, kTyped>(m);
+  forms<A::floor_divide, A::floor_divide__Tensor, A::floor_divide_out, FloorDivide, kTyped>(m);
   using Pow = Binary<OP_POW, Kind::kBinary>;
-  forms<A::pow_Tensor_Tensor, A::pow__Tensor, A::pow_Tensor_Tensor_out, Pow>(m);
+  forms<A::pow_Tensor_Tensor, A::pow__Tensor, A::pow_Tensor_Tensor_out, Pow, kTyped>(m);
   forms<A::pow_Tensor_Scalar, A::pow__Scalar, A::pow_Tensor_Scalar_out, Pow, kTyped>(m);
   reg<A::pow_Scalar, Functional<Pow>>(m);
   reg<A::pow_Scalar_out, Out<Pow>>(m);
@@ -766,20 +766,20 @@ void register_unary(torch::Library& m) {
   forms<A::gelu, A::gelu_, A::gelu_out, Gelu, kTyped>(m);
   forms<A::silu, A::silu_, A::silu_out, Unary<OP_SILU, false, true>, kTyped>(m);
   forms<A::hardswish, A::hardswish_, A::hardswish_out, Unary<OP_HARDSWISH, false, true>, kTyped>(m);
-  forms<A::logical_not, A::logical_not_, A::logical_not_out, LogicalNot>(m);
+  forms<A::logical_not, A::logical_not_, A::logical_not_out, LogicalNot, kTyped>(m);
   forms<A::bitwise_and_Tensor, A::bitwise_and__Tensor, A::bitwise_and_Tensor_out,
-        Bitwise<OP_BITWISE_AND>>(m);
+        Bitwise<OP_BITWISE_AND>, kTyped>(m);
   forms<A::bitwise_or_Tensor, A::bitwise_or__Tensor, A::bitwise_or_Tensor_out,
-        Bitwise<OP_BITWISE_OR>>(m);
+        Bitwise<OP_BITWISE_OR>, kTyped>(m);
   forms<A::bitwise_xor_Tensor, A::bitwise_xor__Tensor, A::bitwise_xor_Tensor_out,
-        Bitwise<OP_BITWISE_XOR>>(m);
-  forms<A::bitwise_not, A::bitwise_not_, A::bitwise_not_out, BitwiseNot>(m);
+        Bitwise<OP_BITWISE_XOR>, kTyped>(m);
+  forms<A::bitwise_not, A::bitwise_not_, A::bitwise_not_out, BitwiseNot, kTyped>(m);
 }
 
 template <uint32_t Op, class T, class TI, class TO, class S, class SI, class SO>
 void comparison(torch::Library& m) {
-  forms<T, TI, TO, Binary<Op, Kind::kCompare>>(m);
-  forms<S, SI, SO, Binary<Op, Kind::kCompare>>(m);
+  forms<T, TI, TO, Binary<Op, Kind::kCompare>, kTyped>(m);
+  forms<S, SI, SO, Binary<Op, Kind::kCompare>, kTyped>(m);
 }
 
 void register_comparisons(torch::Library& m) {
@@ -802,27 +802,27 @@ void register_others(torch::Library& m) {
   reg<A::where_self_out, Out<Where>>(m);
   reg<A::masked_fill__Scalar, &masked_fill<c10::Scalar>, kTyped>(m);
   reg<A::masked_fill__Tensor, &masked_fill<at::Tensor>, kTyped>(m);
-  forms<A::clamp, A::clamp_, A::clamp_out, Clamp>(m);
-  forms<A::clamp_min, A::clamp_min_, A::clamp_min_out, ClampOne<1>>(m);
-  forms<A::clamp_max, A::clamp_max_, A::clamp_max_out, ClampOne<2>>(m);
-  reg<A::threshold_backward, Functional<ThresholdBackward>>(m);
+  forms<A::clamp, A::clamp_, A::clamp_out, Clamp, kTyped>(m);
+  forms<A::clamp_min, A::clamp_min_, A::clamp_min_out, ClampOne<1>, kTyped>(m);
+  forms<A::clamp_max, A::clamp_max_, A::clamp_max_out, ClampOne<2>, kTyped>(m);
+  reg<A::threshold_backward, Functional<ThresholdBackward>, kTyped>(m);
   reg<A::threshold_backward_grad_input, Out<ThresholdBackward>>(m);
-  reg<A::gelu_backward, Functional<GeluBackward>>(m);
+  reg<A::gelu_backward, Functional<GeluBackward>, kTyped>(m);
   reg<A::gelu_backward_grad_input, Out<GeluBackward>>(m);
-  reg<A::silu_backward, Functional<Backward<OP_SILU_BWD>>>(m);
+  reg<A::silu_backward, Functional<Backward<OP_SILU_BWD>>, kTyped>(m);
   reg<A::silu_backward_grad_input, Out<Backward<OP_SILU_BWD>>>(m);
-  reg<A::sigmoid_backward, Functional<Backward<OP_SIGMOID_BWD>>>(m);
+  reg<A::sigmoid_backward, Functional<Backward<OP_SIGMOID_BWD>>, kTyped>(m);
   reg<A::sigmoid_backward_grad_input, Out<Backward<OP_SIGMOID_BWD>>>(m);
-  reg<A::tanh_backward, Functional<Backward<OP_TANH_BWD>>>(m);
+  reg<A::tanh_backward, Functional<Backward<OP_TANH_BWD>>, kTyped>(m);
   reg<A::tanh_backward_grad_input, Out<Backward<OP_TANH_BWD>>>(m);
 }
 
 void register_activations(torch::Library& m) {
   forms<A::hardsigmoid, A::hardsigmoid_, A::hardsigmoid_out, Act<OP_HARDSIGMOID>, kTyped>(m);
   forms<A::mish, A::mish_, A::mish_out, Act<OP_MISH>>(m);
-  forms<A::leaky_relu, A::leaky_relu_, A::leaky_relu_out, LeakyRelu>(m);
+  forms<A::leaky_relu, A::leaky_relu_, A::leaky_relu_out, LeakyRelu, kTyped>(m);
   forms<A::elu, A::elu_, A::elu_out, Elu>(m);
-  forms<A::hardtanh, A::hardtanh_, A::hardtanh_out, Hardtanh>(m);
+  forms<A::hardtanh, A::hardtanh_, A::hardtanh_out, Hardtanh, kTyped>(m);
   reg<A::softplus, Functional<Softplus>>(m);
   reg<A::softplus_out, Out<Softplus>>(m);
   reg<A::_prelu_kernel, &prelu>(m);
@@ -832,9 +832,9 @@ void register_activations(torch::Library& m) {
 void register_activation_gradients(torch::Library& m) {
   using HardswishBwd = ActBackward<OP_HARDSWISH_BWD>;
   using HardsigmoidBwd = ActBackward<OP_HARDSIGMOID_BWD>;
-  reg<A::hardswish_backward, Functional<HardswishBwd>>(m);
+  reg<A::hardswish_backward, Functional<HardswishBwd>, kTyped>(m);
   reg<A::hardswish_backward_out, Out<HardswishBwd>>(m);
-  reg<A::hardsigmoid_backward, Functional<HardsigmoidBwd>>(m);
+  reg<A::hardsigmoid_backward, Functional<HardsigmoidBwd>, kTyped>(m);
   reg<A::hardsigmoid_backward_grad_input, Out<HardsigmoidBwd>>(m);
   reg<A::mish_backward, Functional<ActBackward<OP_MISH_BWD>>>(m);
   reg<A::leaky_relu_backward, Functional<LeakyReluBackward>>(m);

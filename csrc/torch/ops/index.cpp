@@ -632,7 +632,7 @@ namespace A = at::_ops;
 
 void register_index(torch::Library& m) {
   reg<A::index_select, &index_select, HostPath::kTyped>(m);
-  reg<A::gather, Functional<Gather>>(m);
+  reg<A::gather, Functional<Gather>, HostPath::kTyped>(m);
   reg<A::gather_out, Out<Gather>>(m);
   reg<A::scatter_add, Functional<ScatterAdd>>(m);
   reg<A::scatter_add_, Inplace<ScatterAdd>>(m);
@@ -643,8 +643,8 @@ void register_index(torch::Library& m) {
   reg<A::scatter_value, Functional<ScatterValue>>(m);
   reg<A::scatter__value, Inplace<ScatterValue>>(m);
   reg<A::scatter_value_out, Out<ScatterValue>>(m);
-  reg<A::index_Tensor, &index_tensor>(m);
-  reg<A::_index_put_impl_, &index_put>(m);
+  reg<A::index_Tensor, &index_tensor, HostPath::kTyped>(m);
+  reg<A::_index_put_impl_, &index_put, HostPath::kTyped>(m);
   reg<A::masked_scatter_, &masked_scatter>(m);
   reg<A::_embedding_bag, &embedding_bag>(m);
   reg<A::_embedding_bag_forward_only, &embedding_bag>(m);
@@ -655,7 +655,7 @@ void register_index(torch::Library& m) {
   reg<A::scatter_reduce, Functional<ScatterReduceOld>>(m);
   reg<A::scatter__reduce, Inplace<ScatterReduceOld>>(m);
   reg<A::scatter_reduce_out, Out<ScatterReduceOld>>(m);
-  reg<A::embedding_dense_backward, &embedding_backward>(m);
+  reg<A::embedding_dense_backward, &embedding_backward, HostPath::kTyped>(m);
 }
 
 }  // namespace

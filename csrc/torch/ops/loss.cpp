@@ -299,13 +299,13 @@ struct MseLossBackward {
 
 void register_ops(torch::Library& m) {
   namespace A = at::_ops;
-  reg<A::nll_loss_forward, &nll_loss_forward>(m);
+  reg<A::nll_loss_forward, &nll_loss_forward, HostPath::kTyped>(m);
   reg<A::nll_loss_forward_output, &nll_loss_forward_out>(m);
-  reg<A::nll_loss_backward, Functional<NllBackward>>(m);
+  reg<A::nll_loss_backward, Functional<NllBackward>, HostPath::kTyped>(m);
   reg<A::nll_loss_backward_grad_input, Out<NllBackward>>(m);
-  reg<A::mse_loss, Functional<MseLoss>>(m);
+  reg<A::mse_loss, Functional<MseLoss>, HostPath::kTyped>(m);
   reg<A::mse_loss_out, Out<MseLoss>>(m);
-  reg<A::mse_loss_backward, Functional<MseLossBackward>>(m);
+  reg<A::mse_loss_backward, Functional<MseLossBackward>, HostPath::kTyped>(m);
   reg<A::mse_loss_backward_grad_input, Out<MseLossBackward>>(m);
 }
 

@@ -343,10 +343,10 @@ namespace A = at::_ops;
 void register_ops(torch::Library& m) {
   reg<A::_softmax, &softmax<sm::OP_SOFTMAX>, HostPath::kTyped>(m);
   reg<A::_log_softmax, &softmax<sm::OP_LOG_SOFTMAX>, HostPath::kTyped>(m);
-  reg<A::_softmax_backward_data, &softmax_backward<sm::OP_SOFTMAX_BWD>>(m);
-  reg<A::_log_softmax_backward_data, &softmax_backward<sm::OP_LOG_BWD>>(m);
+  reg<A::_softmax_backward_data, &softmax_backward<sm::OP_SOFTMAX_BWD>, HostPath::kTyped>(m);
+  reg<A::_log_softmax_backward_data, &softmax_backward<sm::OP_LOG_BWD>, HostPath::kTyped>(m);
   reg<A::native_layer_norm, &layer_norm, HostPath::kTyped>(m);
-  reg<A::native_layer_norm_backward, &layer_norm_backward>(m);
+  reg<A::native_layer_norm_backward, &layer_norm_backward, HostPath::kTyped>(m);
 }
 
 }  // namespace

@@ -558,15 +558,15 @@ void register_pools(torch::Library& m) {
   namespace A = at::_ops;
   reg<A::max_pool2d_with_indices, &max_pool<2>, HostPath::kTyped>(m);
   reg<A::max_pool3d_with_indices, &max_pool<3>>(m);
-  reg<A::max_pool2d_with_indices_backward, &max_pool_backward<2>>(m);
+  reg<A::max_pool2d_with_indices_backward, &max_pool_backward<2>, HostPath::kTyped>(m);
   reg<A::max_pool3d_with_indices_backward, &max_pool_backward<3>>(m);
-  reg<A::avg_pool2d, &avg_pool<2>>(m);
+  reg<A::avg_pool2d, &avg_pool<2>, HostPath::kTyped>(m);
   reg<A::avg_pool3d, &avg_pool<3>>(m);
   reg<A::avg_pool2d_backward, &avg_pool_backward<2>>(m);
   reg<A::avg_pool3d_backward, &avg_pool_backward<3>>(m);
-  reg<A::_adaptive_avg_pool2d, &adaptive_avg<2>>(m);
+  reg<A::_adaptive_avg_pool2d, &adaptive_avg<2>, HostPath::kTyped>(m);
   reg<A::_adaptive_avg_pool3d, &adaptive_avg<3>>(m);
-  reg<A::_adaptive_avg_pool2d_backward, &adaptive_avg_backward<2>>(m);
+  reg<A::_adaptive_avg_pool2d_backward, &adaptive_avg_backward<2>, HostPath::kTyped>(m);
   reg<A::_adaptive_avg_pool3d_backward, &adaptive_avg_backward<3>>(m);
   reg<A::adaptive_max_pool2d, &adaptive_max<2>>(m);
   reg<A::adaptive_max_pool3d, &adaptive_max<3>>(m);
@@ -579,7 +579,7 @@ void register_resampling(torch::Library& m) {
   constexpr uint32_t kNear = uk::MODE_NEAREST, kExact = uk::MODE_NEAREST_EXACT;
   constexpr uint32_t kLinear = uk::MODE_LINEAR, kCubic = uk::MODE_CUBIC;
   reg<A::upsample_nearest1d, Nearest<1, kNear>>(m);
-  reg<A::upsample_nearest2d, Nearest<2, kNear>>(m);
+  reg<A::upsample_nearest2d, Nearest<2, kNear>, HostPath::kTyped>(m);
   reg<A::upsample_nearest3d, Nearest<3, kNear>>(m);
   reg<A::_upsample_nearest_exact1d, Nearest<1, kExact>>(m);
   reg<A::_upsample_nearest_exact2d, Nearest<2, kExact>>(m);
@@ -591,7 +591,7 @@ void register_resampling(torch::Library& m) {
   reg<A::_upsample_nearest_exact2d_backward, NearestBackward<2, kExact>>(m);
   reg<A::_upsample_nearest_exact3d_backward, NearestBackward<3, kExact>>(m);
   reg<A::upsample_linear1d, Interpolate<1, kLinear>>(m);
-  reg<A::upsample_bilinear2d, Interpolate<2, kLinear>>(m);
+  reg<A::upsample_bilinear2d, Interpolate<2, kLinear>, HostPath::kTyped>(m);
   reg<A::upsample_trilinear3d, Interpolate<3, kLinear>>(m);
   reg<A::upsample_bicubic2d, Interpolate<2, kCubic>>(m);
   reg<A::upsample_linear1d_backward, InterpolateBackward<1, kLinear>>(m);

@@ -314,18 +314,18 @@ std::optional<std::tuple<at::Tensor, at::Tensor>> var_or_std_mean(
 namespace A = at::_ops;
 
 void register_ops(torch::Library& m) {
-  reg<A::sum_dim_IntList, SumMean<OP_SUM>>(m);
-  reg<A::sum, SumMean<OP_SUM>>(m);
+  reg<A::sum_dim_IntList, SumMean<OP_SUM>, HostPath::kTyped>(m);
+  reg<A::sum, SumMean<OP_SUM>, HostPath::kTyped>(m);
   reg<A::mean_dim, SumMean<OP_MEAN>, HostPath::kTyped>(m);
   reg<A::mean, SumMean<OP_MEAN>, HostPath::kTyped>(m);
-  reg<A::amax, ExtremeValues<OP_MAX>>(m);
-  reg<A::amin, ExtremeValues<OP_MIN>>(m);
-  reg<A::max, ExtremeValues<OP_MAX>>(m);
-  reg<A::min, ExtremeValues<OP_MIN>>(m);
-  reg<A::argmax, &arg_extreme<OP_MAX>>(m);
-  reg<A::argmin, &arg_extreme<OP_MIN>>(m);
-  reg<A::max_dim, &extreme_dim<OP_MAX>>(m);
-  reg<A::min_dim, &extreme_dim<OP_MIN>>(m);
+  reg<A::amax, ExtremeValues<OP_MAX>, HostPath::kTyped>(m);
+  reg<A::amin, ExtremeValues<OP_MIN>, HostPath::kTyped>(m);
+  reg<A::max, ExtremeValues<OP_MAX>, HostPath::kTyped>(m);
+  reg<A::min, ExtremeValues<OP_MIN>, HostPath::kTyped>(m);
+  reg<A::argmax, &arg_extreme<OP_MAX>, HostPath::kTyped>(m);
+  reg<A::argmin, &arg_extreme<OP_MIN>, HostPath::kTyped>(m);
+  reg<A::max_dim, &extreme_dim<OP_MAX>, HostPath::kTyped>(m);
+  reg<A::min_dim, &extreme_dim<OP_MIN>, HostPath::kTyped>(m);
   reg<A::var_correction, &var_or_std<OP_VAR>>(m);
   reg<A::std_correction, &var_or_std<OP_STD>>(m);
   reg<A::var_mean_correction, &var_or_std_mean<OP_VAR>>(m);

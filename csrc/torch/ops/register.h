@@ -75,9 +75,9 @@ std::vector<std::string> kernel_ops();
 namespace detail {
 
 // What a call's arguments say: the device of its first mpsrt tensor; `host` stays true while the
-// typed host path may take them (every mpsrt tensor on that device, no lists of optional
-// tensors). Whether their memory is host-visible too (the host path's other condition) is asked
-// only when no kernel ran (Visible below): a kernel's launch does not pay for it.
+// typed host path may take them (every mpsrt tensor on that device). Whether their memory is
+// host-visible too (the host path's other condition) is asked only when no kernel ran (Visible
+// below): a kernel's launch does not pay for it.
 struct Scan {
   c10::DeviceIndex device = -1;
   bool host = true;
@@ -98,15 +98,13 @@ struct Scan {
     for (const at::Tensor& t : l) tensor(t);
   }
   void operator()(const c10::List<std::optional<at::Tensor>>& l) {
-    host = false;
     for (const std::optional<at::Tensor> t : l) (*this)(t);
   }
   template <class T>
   void operator()(const T& /*not a tensor*/) {}
 };
 
-// Whether an argument's mpsrt memory is host-visible (lists of optional tensors never reach
-// this: Scan::host).
+// Whether an argument's mpsrt memory is host-visible.
 inline bool visible(const at::Tensor& t) {
   return !t.defined() || !is_mpsrt(t) || host_visible(t.storage());
 }
@@ -125,6 +123,11 @@ inline bool visible(const at::ITensorListRef& l) {
 inline bool visible(at::TensorList l) {
   return all_visible(l);
 }
+inline bool visible(const c10::List<std::optional<at::Tensor>>& l) {
+  for (const std::optional<at::Tensor> t : l)
+    if (!visible(t)) return false;
+  return true;
+}
 template <class T>
 bool visible(const T& /*not a tensor*/) {
   return true;
@@ -137,6 +140,11 @@ inline bool on_storage(const at::Tensor& self, const at::Tensor& t) {
 }
 inline bool on_storage(const at::Tensor& self, const std::optional<at::Tensor>& t) {
   return t && on_storage(self, *t);
+}
+inline bool on_storage(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& l) {
+  for (const std::optional<at::Tensor> t : l)
+    if (on_storage(self, t)) return true;
+  return false;
 }
 template <class T>
 bool on_storage(const at::Tensor& /*self*/, const T& /*not a tensor*/) {
@@ -168,6 +176,14 @@ inline ListStandIn stand_in(const at::ITensorListRef& l, uint64_t generation) {
 }
 inline ListStandIn stand_in(at::TensorList l, uint64_t generation) {
   return list_stand_in(l, generation);
+}
+// A list of optional tensors (index's indices): a new list of their stand-ins.
+inline c10::List<std::optional<at::Tensor>> stand_in(const c10::List<std::optional<at::Tensor>>& l,
+                                                     uint64_t generation) {
+  c10::List<std::optional<at::Tensor>> out;
+  out.reserve(l.size());
+  for (const std::optional<at::Tensor> t : l) out.push_back(stand_in(t, generation));
+  return out;
 }
 template <class T>
 const T& stand_in(const T& v, uint64_t /*generation*/) {
