@@ -109,3 +109,59 @@ def test_the_kernel_ops_are_listed() -> None:
     ):
         assert name in ops
     assert "aten::atan" not in ops and "aten::kthvalue" not in ops
+
+
+def test_cpu_kernels_on_device_memory_give_torch_cpus_results(backend: str) -> None:
+    """With the device's kernels off, ops run as torch's CPU kernels on the device tensors'
+    memory (the typed host path where it is host-visible, else the fallback): indexing with
+    lists of optional indices (device, CPU and absent ones), writes whose other operands share
+    the written tensor's memory, out= forms that resize, and ops with several results."""
+
+    def run(device: str) -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(4, 5, 6, generator=g).to(device)
+        mask = (x[:, 0, 0] > 0).to(device)
+        rows = torch.tensor([3, 0, 3]).to(device)
+        out = [
+            x[rows],
+            x[:, torch.tensor([1, 4])],  # a CPU index of a device tensor
+            x[mask],
+            x[rows, :, rows],
+            x[None, ..., torch.tensor([5, 0]).to(device)],
+        ]
+        y = x.clone()
+        y.index_put_((rows,), torch.ones(3, 5, 6).to(device), accumulate=True)
+        y[1] = y[2]  # the value shares y's memory
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            y.index_put_((torch.tensor([0, 2]).to(device),), y[3], accumulate=True)
+        out.append(y)
+        z = x.clone()
+        z.clamp_(min=z[0, 0, 0].item(), max=2.0).add_(z)  # self as the other operand too
+        z.lt_(z.flip(0))
+        out.append(z)
+        values, indices = x.max(dim=1)
+        out += [values, indices, x.amax((0, 2)), x.sum(-1), torch.gather(x, 2, indices[:, None])]
+        r = torch.empty(0, dtype=torch.int64, device=device)
+        torch.arange(3, 30, 4, out=r)
+        s = torch.empty(2, 3, device=device)
+        torch.arange(6, out=s)  # the range's size: torch keeps the shape
+        out += [r, s, torch.arange(0.5, 2.0, 0.25, device=device)]
+        w = x.clone().requires_grad_()
+        torch.nn.functional.layer_norm(w, (6,)).clamp(-1, 1).pow(2).sum().backward()
+        out.append(w.grad)
+        return [t.cpu() for t in out]
+
+    previous = torch.mpsrt._set_kernels("cpu")
+    try:
+        torch.mpsrt.reset_fallback_counts()
+        got = run("mpsrt")
+        counts = torch.mpsrt.fallback_counts()
+    finally:
+        torch.mpsrt._set_kernels(previous)
+    expected = run("cpu")
+    assert len(got) == len(expected)
+    for i, (a, b) in enumerate(zip(got, expected)):
+        assert a.dtype == b.dtype and a.shape == b.shape, i
+        torch.testing.assert_close(a, b, msg=lambda m, i=i: f"result {i}: {m}")
+    for op in ("aten::index.Tensor", "aten::_index_put_impl_", "aten::arange.start_out"):
+        assert counts.get(op, 0) > 0, (op, counts)
