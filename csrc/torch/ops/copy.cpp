@@ -90,11 +90,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   }
   // The tensors' kept stand-ins (host_access.h: no new alias per copy).
   const uint64_t generation = api().runtime_generation();
-  const auto stand_in = [generation](const at::Tensor& t) {
-    return is_mpsrt(t) ? kept_stand_in(t, generation) : c10::MaybeOwned<at::Tensor>::borrowed(t);
-  };
-  const c10::MaybeOwned<at::Tensor> s = stand_in(self);
-  const c10::MaybeOwned<at::Tensor> d = stand_in(dst);
+  const c10::MaybeOwned<at::Tensor> s = ops::detail::stand_in(self, generation);
+  const c10::MaybeOwned<at::Tensor> d = ops::detail::stand_in(dst, generation);
   if (same_layout && nbytes > 0 && s->device().is_cpu() && d->device().is_cpu()) {
     std::memcpy(d->mutable_data_ptr(), s->const_data_ptr(), nbytes);
   } else {
@@ -119,13 +116,8 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   const DeviceMode mode = device_mode(self.device().index());
   if (!mode.kernels && (mode.unified || host_visible(self.storage()))) {
-    static const c10::OperatorHandle& op =
-        c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
-    static OpCount& count = op_count_of(op);
-    HostRun run(self.device().index());
-    kept_stand_in(self, mode.generation)->fill_(value);
-    run.done(op, count);
-    return self;
+    return ops::detail::Entry<at::_ops::fill__Scalar, ops::NoKernel, ops::HostPath::kTyped>::call(
+        self, value);
   }
   size_t item = self.dtype().itemsize();
   size_t off = 0;
