@@ -165,3 +165,38 @@ def test_cpu_kernels_on_device_memory_give_torch_cpus_results(backend: str) -> N
         torch.testing.assert_close(a, b, msg=lambda m, i=i: f"result {i}: {m}")
     for op in ("aten::index.Tensor", "aten::_index_put_impl_", "aten::arange.start_out"):
         assert counts.get(op, 0) > 0, (op, counts)
+
+
+def test_a_cpu_tensor_beside_device_tensors_raises_torchs_error(device_kernels: bool) -> None:
+    """As on torch.cuda: an op given a CPU tensor with dims beside device tensors raises torch's
+    error for two devices, in either order, where the device runs kernels or CPU kernels; a CPU
+    scalar (a 0-dim tensor), CPU indices and a packed sequence's CPU batch sizes are taken."""
+    x = torch.arange(6.0).view(2, 3).to("mpsrt")
+    c = torch.ones(2, 3)
+    message = (
+        "Expected all tensors to be on the same device, but found at least two devices, "
+        "mpsrt:0 and cpu!"
+    )
+    for op in (
+        lambda: x + c,
+        lambda: c * x,
+        lambda: x.add_(c),
+        lambda: torch.mm(x, c.t()),
+        lambda: torch.cat([x, c]),
+        lambda: torch.where(c > 0, x, x),
+        lambda: torch.nn.functional.layer_norm(x, (3,), torch.ones(3)),
+        lambda: torch.gather(x, 1, torch.zeros(2, 1, dtype=torch.int64)),
+    ):
+        with pytest.raises(RuntimeError) as raised:
+            op()
+        assert str(raised.value).startswith(message), str(raised.value)
+    torch.testing.assert_close(x.cpu(), torch.arange(6.0).view(2, 3))  # nothing was written
+    torch.testing.assert_close((x * torch.tensor(2.0)).cpu(), torch.arange(6.0).view(2, 3) * 2)
+    torch.testing.assert_close(x[torch.tensor([1, 0])].cpu(), torch.arange(6.0).view(2, 3)[[1, 0]])
+    lstm = torch.nn.LSTM(3, 4)
+    seq = torch.randn(5, 2, 3)
+    lengths = torch.tensor([5, 3])  # a packed sequence's lengths are a CPU tensor
+    expected = lstm(torch.nn.utils.rnn.pack_padded_sequence(seq, lengths))[0].data
+    packed = torch.nn.utils.rnn.pack_padded_sequence(seq.to("mpsrt"), lengths)
+    got = lstm.to("mpsrt")(packed)[0].data
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-4)

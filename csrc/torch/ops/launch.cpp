@@ -230,6 +230,13 @@ bool Launch::run() {
   return true;
 }
 
+void detail::same_device_error(c10::DeviceIndex d) {
+  // TensorIterator's words (the first non-CPU device, then the CPU), as torch.cuda raises them.
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              c10::Device(kDev, d), " and cpu!");
+}
+
 c10::DeviceIndex detail::stack_device(const c10::OperatorHandle& op, const torch::jit::Stack& s) {
   const size_t n = op.schema().arguments().size();
   for (size_t i = s.size() - n; i < s.size(); ++i) {

@@ -78,11 +78,22 @@ namespace detail {
 // typed host path may take them (every mpsrt tensor on that device). Whether their memory is
 // host-visible too (the host path's other condition) is asked only when no kernel ran (Visible
 // below): a kernel's launch does not pay for it.
+// `cpu` says whether a CPU tensor with dims (not a CPU scalar, which torch's element-wise ops
+// take beside any device's tensors) is among the tensor and tensor-list arguments; a list of
+// optional tensors (index's indices, which may be CPU tensors) does not count.
 struct Scan {
   c10::DeviceIndex device = -1;
   bool host = true;
+  bool cpu = false;
   void tensor(const at::Tensor& t) {
-    if (!t.defined() || !is_mpsrt(t)) return;
+    if (!t.defined()) return;
+    if (!is_mpsrt(t)) {
+      cpu = cpu || (t.is_cpu() && t.dim() > 0);
+      return;
+    }
+    device_of(t);
+  }
+  void device_of(const at::Tensor& t) {
     const c10::DeviceIndex d = t.device().index();
     if (device < 0) device = d;
     host = host && d == device;
@@ -98,7 +109,8 @@ struct Scan {
     for (const at::Tensor& t : l) tensor(t);
   }
   void operator()(const c10::List<std::optional<at::Tensor>>& l) {
-    for (const std::optional<at::Tensor> t : l) (*this)(t);
+    for (const std::optional<at::Tensor> t : l)
+      if (t && t->defined() && is_mpsrt(*t)) device_of(*t);
   }
   template <class T>
   void operator()(const T& /*not a tensor*/) {}
@@ -296,6 +308,15 @@ R last_args(Args&& args, std::index_sequence<I...>) {
   return R(std::get<first + I>(args)...);
 }
 
+// Ops that take CPU tensors beside the device's by design, as torch.cuda's do (a packed
+// sequence's batch sizes); specialized where they are registered. Every other op given a CPU
+// tensor with dims raises torch's error for tensors on two devices (same_device_error), as its
+// CUDA kernel would, rather than running its CPU kernel on both.
+template <class Op>
+struct TakesCpuTensors : std::false_type {};
+
+[[noreturn]] void same_device_error(c10::DeviceIndex d);
+
 template <class Op, class K, HostPath P, class Sig = typename Op::schema>
 struct Entry;
 
@@ -317,6 +338,7 @@ struct Entry<Op, K, P, R(A...)> {
       Scan scan;
       (scan(a), ...);
       if (scan.device < 0) return boxed(a...);
+      if (C10_UNLIKELY(scan.cpu) && !TakesCpuTensors<Op>::value) same_device_error(scan.device);
       const DeviceMode mode = device_mode(scan.device);
       if constexpr (!std::is_same_v<K, NoKernel>) {
         if (mode.kernels) {
