@@ -14,6 +14,7 @@ import gc
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,39 @@ def test_copies_round_trip() -> None:
     y = torch.empty(5, 6, device="mpsrt")
     y.copy_(x.t().contiguous().t())
     assert torch.equal(y.cpu(), x)
+
+
+@pytest.mark.parametrize("memory", ["auto", "discrete"])
+def test_an_out_argument_of_another_size_is_resized_as_torch_does(
+    backend: str, runtime_env, memory: str
+) -> None:
+    """Through the fallback (CPU kernels), in both memory models: an out= argument with elements
+    but of another size is resized, with torch's warning, keeping its offset into its storage
+    (a view of a bigger tensor), as torch's CPU device does."""
+
+    def run(device: str) -> tuple[list[torch.Tensor], list[str]]:
+        out = torch.full((3,), 7.0, device=device)
+        base = torch.zeros(10, device=device)
+        view = base[2:5]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.add(torch.arange(5.0, device=device), 1, out=out)
+            torch.mul(torch.arange(4.0, device=device), 2, out=view)
+        said = [str(w.message).split(" This behavior")[0] for w in caught]
+        return [out.cpu(), view.cpu(), base.cpu(), torch.tensor(view.storage_offset())], [
+            m for m in said if "resized" in m
+        ]
+
+    with runtime_env(MPSRT_VULKAN_MEMORY=memory):
+        previous = torch.mpsrt._set_kernels("cpu")
+        try:
+            got, got_said = run("mpsrt")
+        finally:
+            torch.mpsrt._set_kernels(previous)
+    expected, expected_said = run("cpu")
+    assert got_said == expected_said and len(expected_said) == 2
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b), (a, b)
 
 
 def test_host_copies_and_the_fallback_on_discrete_memory(backend: str, runtime_env) -> None:

@@ -200,14 +200,12 @@ HostSpan read_span(const at::Tensor& t) {
   return h;
 }
 
-HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi) {
+HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi, bool resizable) {
   HostSpan h;
   h.nbytes = hi - lo;
-  // Not resizable: the views of several arguments share it (a kernel cannot move it under them).
   const size_t n = std::max<size_t>(h.nbytes, 1);
   c10::Allocator* cpu = c10::GetCPUAllocator();
-  c10::Storage bytes(c10::Storage::use_byte_size_t(), n, cpu->allocate(n), cpu,
-                     /*resizable=*/false);
+  c10::Storage bytes(c10::Storage::use_byte_size_t(), n, cpu->allocate(n), cpu, resizable);
   h.bytes = at::empty({0}, c10::TensorOptions().dtype(at::kByte));
   h.bytes.set_(bytes, 0, {static_cast<int64_t>(n)}, {1});
   const auto& dp = st.data_ptr();

@@ -74,8 +74,10 @@ struct HostSpan {
 };
 
 HostSpan read_span(const at::Tensor& t);
-// Bytes [lo, hi) of an mpsrt storage (its view: those bytes).
-HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi);
+// Bytes [lo, hi) of an mpsrt storage (its view: those bytes), in a host storage that a kernel
+// may resize only where `resizable` (where the views of several tensors share it, a kernel must
+// not move it under them).
+HostSpan read_storage_bytes(const c10::Storage& st, size_t lo, size_t hi, bool resizable = false);
 void write_span(const HostSpan& h);
 
 // t's values as a CPU tensor: an alias on unified memory (after the current stream's work), a

@@ -267,6 +267,7 @@ struct StagedStorage {
   const c10::StorageImpl* impl = nullptr;
   size_t lo = 0;
   size_t hi = 0;
+  int tensors = 0;  // the op's tensors on it
   HostSpan copy;
   bool read = false;
   bool written = false;
@@ -294,10 +295,11 @@ void note_span(const at::Tensor& t, std::vector<StagedStorage>& staged) {
     if (g.impl == impl) {
       g.lo = std::min(g.lo, lo);
       g.hi = std::max(g.hi, hi);
+      ++g.tensors;
       return;
     }
   }
-  staged.push_back({impl, lo, hi, {}, false, false});
+  staged.push_back({impl, lo, hi, 1, {}, false, false});
 }
 
 // A CPU tensor with t's sizes and strides over `host` from byte `start` (which holds them: the
@@ -349,7 +351,9 @@ at::Tensor alias_arg(const at::Tensor& t, bool written, Arguments& found) {
     return a;
   }
   if (!g->read) {
-    g->copy = read_storage_bytes(t.storage(), g->lo, g->hi);
+    // An out= argument alone on its storage may be resized by the kernel (torch resizes one of
+    // another size, with a warning): its copy grows, and write_back_staged resizes the tensor.
+    g->copy = read_storage_bytes(t.storage(), g->lo, g->hi, written && g->tensors == 1);
     g->read = true;
     g_arguments_staged.fetch_add(1, std::memory_order_relaxed);
   }
@@ -514,12 +518,12 @@ void write_back(const Aliased& a) {
 
 // A staged argument (discrete memory), after its storage's host copy was written back: a new
 // geometry within the copy is mirrored (offsets counted from the copy's first byte); an alias
-// the kernel moved into other memory (resized it) is written into the mpsrt tensor, resized
-// likewise.
+// the kernel resized (its copy grown, or moved into other memory) is written into the mpsrt
+// tensor, resized likewise (from its own first element, as torch's resize_ keeps the offset).
 void write_back_staged(const Aliased& a) {
   auto* oimpl = a.original.unsafeGetTensorImpl();
-  if (a.alias.storage().unsafeGetStorageImpl() == a.host.unsafeGetStorageImpl() &&
-      a.host.nbytes() == a.host_nbytes) {
+  const bool in_copy = a.alias.storage().unsafeGetStorageImpl() == a.host.unsafeGetStorageImpl();
+  if (in_copy && a.host.nbytes() == a.host_nbytes) {
     const size_t item = a.alias.dtype().itemsize();
     const auto offset = static_cast<int64_t>((a.lo + a.alias.storage_offset() * item) / item);
     if (a.alias.sizes() != a.original.sizes() || a.alias.strides() != a.original.strides() ||
@@ -528,7 +532,8 @@ void write_back_staged(const Aliased& a) {
     return;
   }
   resize_(a.original, a.alias.sizes(), std::nullopt);
-  oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(), 0);
+  oimpl->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(),
+                               in_copy ? a.original.storage_offset() : 0);
   if (!a.original.is_non_overlapping_and_dense()) oimpl->set_sizes_contiguous(a.alias.sizes());
   write_values(a.original, a.alias);
 }
