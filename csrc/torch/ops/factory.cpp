@@ -104,20 +104,13 @@ int64_t arange_size(at::ScalarType t, const c10::Scalar& start, const c10::Scala
                         : at::native::compute_arange_size<double>(start, end, step);
 }
 
-// arange.start_out: the size as torch computes it (its messages for bad ranges); an out= of
-// another non-zero size takes the fallback (torch warns there and resizes).
-at::Tensor* arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
-                       at::Tensor& out) {
-  const at::ScalarType t = out.scalar_type();
-  if (!range_dtype(t)) return nullptr;
-  const int64_t size = arange_size(t, start, end, step);
-  if (!fits<int32_t>(size)) return nullptr;
-  if (out.numel() != size) {
-    if (out.numel() > 0) return nullptr;
-    out.resize_({size});
-  }
+// The range written into out (dtype t, `size` elements: out has them) on the kernel; false
+// where it declines (more than 2^31 elements, a geometry it does not take).
+bool arange_kernel(const c10::Scalar& start, const c10::Scalar& step, at::ScalarType t,
+                   int64_t size, const at::Tensor& out) {
+  if (!fits<int32_t>(size)) return false;
   const std::optional<Geometry> g = range_geometry(out);
-  if (!g) return nullptr;
+  if (!g) return false;
   Push p{};
   uint32_t math = MATH_F64;
   if (at::isIntegralType(t, /*includeBool=*/false)) {
@@ -132,27 +125,26 @@ at::Tensor* arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     put(p.a, start.toDouble());
     put(p.b, step.toDouble());
   }
-  return launch(OP_ARANGE, out, out, *g, p, dtype_id(t), math) ? &out : nullptr;
+  return launch(OP_ARANGE, out, out, *g, p, dtype_id(t), math);
 }
 
-// arange.start_out's entry: the kernel where the device runs kernels; else, once out has the
-// range's size (an empty out= is resized here, as torch's kernel would), the CPU kernel on its
-// stand-in (the typed host path: models make position indices with arange in every forward).
-// The CPU kernel must find out's shape final there (it would resize the stand-in, not out), so
-// what is not 1-d of the range's size by then (a non-empty out= of another shape: torch keeps
-// one of the range's size, and warns as it resizes any other; the dtypes no range takes) goes
-// to the fallback.
+// arange.start_out: the range's size as torch computes it (its messages for bad ranges), an
+// empty out= resized to it (as torch's kernel would); then the kernel where the device runs
+// kernels, else the CPU kernel on out's stand-in (the typed host path: models make position
+// indices with arange in every forward). The CPU kernel must find out's shape final there (it
+// would resize the stand-in, not out), so what is not 1-d of the range's size by then (a
+// non-empty out= of another shape: torch keeps one of the range's size, and warns as it resizes
+// any other; the dtypes no range takes) goes to the fallback, as does what the kernel declines.
 at::Tensor& arange_entry(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                          at::Tensor& out) {
   using Op = at::_ops::arange_start_out;
-  if (enabled(out.device().index())) {
-    if (at::Tensor* r = arange_out(start, end, step, out)) return *r;
-  }
   const at::ScalarType t = out.scalar_type();
   if (range_dtype(t)) {
     const int64_t size = arange_size(t, start, end, step);
     if (out.numel() == 0 && size > 0) out.resize_({size});
-    if (out.dim() == 1 && out.size(0) == size) {
+    if (enabled(out.device().index())) {
+      if (out.numel() == size && arange_kernel(start, step, t, size, out)) return out;
+    } else if (out.dim() == 1 && out.size(0) == size) {
       return detail::Entry<Op, NoKernel, HostPath::kTyped>::call(start, end, step, out);
     }
   }

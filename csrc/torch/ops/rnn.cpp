@@ -57,6 +57,18 @@
 #include "fallback/fallback.h"
 #include "ops/common.h"
 
+// A packed sequence's batch sizes are a CPU tensor (torch.cuda's recurrent nets take them so).
+namespace mpsrt::torch_glue::ops::detail {
+template <>
+struct TakesCpuTensors<at::_ops::lstm_data> : std::true_type {};
+template <>
+struct TakesCpuTensors<at::_ops::gru_data> : std::true_type {};
+template <>
+struct TakesCpuTensors<at::_ops::rnn_tanh_data> : std::true_type {};
+template <>
+struct TakesCpuTensors<at::_ops::rnn_relu_data> : std::true_type {};
+}  // namespace mpsrt::torch_glue::ops::detail
+
 namespace mpsrt::torch_glue::ops::rnn {
 namespace {
 
@@ -263,24 +275,6 @@ bool whole_net_on_host(const at::Tensor& input, at::TensorList state, at::Tensor
     if (!host_usable(t, grad)) return false;
   return true;
 }
-
-}  // namespace
-}  // namespace mpsrt::torch_glue::ops::rnn
-
-// A packed sequence's batch sizes are a CPU tensor (torch.cuda's recurrent nets take them so).
-namespace mpsrt::torch_glue::ops::detail {
-template <>
-struct TakesCpuTensors<at::_ops::lstm_data> : std::true_type {};
-template <>
-struct TakesCpuTensors<at::_ops::gru_data> : std::true_type {};
-template <>
-struct TakesCpuTensors<at::_ops::rnn_tanh_data> : std::true_type {};
-template <>
-struct TakesCpuTensors<at::_ops::rnn_relu_data> : std::true_type {};
-}  // namespace mpsrt::torch_glue::ops::detail
-
-namespace mpsrt::torch_glue::ops::rnn {
-namespace {
 
 // The op's CPU kernel on its arguments' stand-ins (register.h's typed host path: no boxing,
 // the parameters' kept stand-ins), or the boxed fallback where that path cannot take them.
